@@ -1,0 +1,172 @@
+/* autotune.h — the public C API of autotune: tuned GEMM kernels on the caller's own buffers. */
+#ifndef AUTOTUNE_H
+#define AUTOTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AT_VERSION_STRING "0.1.0"
+
+/* Status codes. AT_OK is zero; every error is negative. at_strerror() gives fixed text,
+ * at_context_last_error() the detailed message of the last failure on a context. */
+typedef enum at_status {
+    AT_OK = 0,
+    AT_ERR_INVALID_ARG = -1,  /* a bad argument: size, layout, dtype, option */
+    AT_ERR_NO_MEMORY = -2,    /* host allocation failed */
+    AT_ERR_NO_BACKEND = -3,   /* the backend's runtime library is not on this machine */
+    AT_ERR_NO_DEVICE = -4,    /* the backend has no such device */
+    AT_ERR_COMPILE = -5,      /* the runtime compiler rejected a kernel */
+    AT_ERR_LAUNCH = -6,       /* a launch or a device operation failed */
+    AT_ERR_DB = -7,           /* the database could not be opened, read or written */
+    AT_ERR_DB_CORRUPT = -8,   /* the database file is not a valid autotune database */
+    AT_ERR_DB_VERSION = -9,   /* the database was written by a newer schema */
+    AT_ERR_NOT_FOUND = -10,   /* no entry (database miss, no tuned kernel and tuning not allowed) */
+    AT_ERR_TEMPLATE = -11,    /* a template or its tuning space is malformed */
+    AT_ERR_IO = -12,          /* a file could not be read or written */
+    AT_ERR_UNSUPPORTED = -13, /* valid request this build or device cannot serve */
+    AT_ERR_NO_VALID_CONFIG = -14, /* every candidate failed or the space is empty */
+    AT_ERR_INTERNAL = -15         /* a bug in autotune */
+} at_status;
+
+typedef enum at_backend_kind {
+    AT_BACKEND_AUTO = 0, /* GPU backends first, OpenCL last; AUTOTUNE_BACKEND overrides */
+    AT_BACKEND_CUDA = 1,
+    AT_BACKEND_HIP = 2,
+    AT_BACKEND_OPENCL = 3
+} at_backend_kind;
+
+typedef enum at_dtype { AT_DTYPE_F32 = 0, AT_DTYPE_F16 = 1, AT_DTYPE_BF16 = 2 } at_dtype;
+
+/* Row-major operands; 'n' keeps the operand as stored, 't' transposes it:
+ * nn: A is m x k, B is k x n.  tn: A is k x m.  nt: B is n x k. */
+typedef enum at_layout {
+    AT_LAYOUT_NN = 0,
+    AT_LAYOUT_NT = 1,
+    AT_LAYOUT_TN = 2,
+    AT_LAYOUT_TT = 3
+} at_layout;
+
+/* Where at_gemm_get found its kernel. */
+typedef enum at_source {
+    AT_SOURCE_HIT = 0,     /* tuned entry for this exact problem and device */
+    AT_SOURCE_NEAREST = 1, /* tuned entry of the nearest shape on this device */
+    AT_SOURCE_DEFAULT = 2, /* the template's built-in default configuration */
+    AT_SOURCE_TUNED = 3    /* tuned on the spot (AT_GET_ALLOW_TUNE) */
+} at_source;
+
+typedef struct at_context at_context; /* a backend, a device, a database */
+typedef struct at_kernel at_kernel;   /* a compiled, configured, ready-to-launch kernel */
+typedef struct at_buffer at_buffer;   /* a device buffer made by the helpers below */
+
+/* A device pointer in the backend's native form: cl_mem for OpenCL, CUdeviceptr for CUDA,
+ * hipDeviceptr_t for HIP. Build one from a native handle with at_devptr_from_*(). */
+typedef struct at_devptr {
+    void *handle; /* cl_mem, or the device address cast to a pointer */
+} at_devptr;
+
+/* Zero-initialise, then set what you need: fields are only ever appended. */
+typedef struct at_context_options {
+    at_backend_kind backend; /* AT_BACKEND_AUTO by default */
+    int device;              /* device index within the backend, 0 by default */
+    const char *db_path;     /* NULL: $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune, ~/.cache/autotune */
+    int compile_threads;     /* 0: one per core */
+} at_context_options;
+
+typedef struct at_gemm_problem {
+    int64_t m, n, k; /* each >= 1 */
+    at_dtype dtype;  /* only AT_DTYPE_F32 on OpenCL */
+    at_layout layout;
+    float alpha, beta;     /* C = alpha * op(A) * op(B) + beta * C */
+    int64_t lda, ldb, ldc; /* leading dimensions in elements; 0 means packed */
+} at_gemm_problem;
+
+/* Flags of at_gemm_get(). */
+#define AT_GET_ALLOW_TUNE                                                                          \
+    1u /* on a miss, tune now (with default options) instead of falling back */
+#define AT_GET_NO_FALLBACK 2u /* on a miss, return AT_ERR_NOT_FOUND rather than a default kernel   \
+                               */
+
+typedef struct at_tune_options {
+    const char *strategy; /* "exhaustive" or "random" (default) */
+    int64_t max_evals;    /* 0: the default budget */
+    double max_seconds;   /* 0: the default budget */
+    uint64_t seed;        /* 0: a fixed default seed */
+    int force;            /* re-measure even if the database has results */
+    /* Progress callback after each measured candidate; may be NULL. */
+    void (*progress)(void *user, int64_t done, int64_t budget, double best_us, double elapsed_s);
+    void *progress_user;
+} at_tune_options;
+
+typedef struct at_tune_report {
+    int64_t space;       /* valid configurations in the space */
+    int64_t space_total; /* configurations before constraints */
+    int64_t evaluated;   /* candidates evaluated (measured now or found in the database) */
+    int64_t measured;    /* candidates measured in this call */
+    int64_t failed;      /* candidates whose status is not ok */
+    int cache_hit;       /* 1: answered from the database's best entry, nothing compiled */
+    double best_time_us;
+    double best_gflops;
+    double best_max_rel_error;
+    char best_config[512]; /* "BM=64,BN=64,..." */
+    double seconds;        /* wall time of the call */
+} at_tune_report;
+
+/* ---- context ---------------------------------------------------------------------------- */
+
+/* Opens a backend, a device and the database. Returns AT_ERR_NO_BACKEND, AT_ERR_NO_DEVICE,
+ * AT_ERR_DB, AT_ERR_DB_CORRUPT, AT_ERR_DB_VERSION or AT_ERR_INVALID_ARG; on failure *out is a
+ * context that only carries the error message (read it, then destroy it) or NULL without memory. */
+at_status at_context_create(const at_context_options *opts, at_context **out);
+void at_context_destroy(at_context *ctx); /* accepts NULL */
+/* The detailed message of the last failure on ctx (a compiler log, a path); "" if none. */
+const char *at_context_last_error(const at_context *ctx);
+/* "opencl", "cuda" or "hip"; the device's readable name; the device key used in the database. */
+const char *at_context_backend(const at_context *ctx);
+const char *at_context_device_name(const at_context *ctx);
+const char *at_context_device_key(const at_context *ctx);
+/* The backend's native handles: OpenCL cl_context and cl_command_queue. */
+void *at_context_native_context(const at_context *ctx);
+void *at_context_native_queue(const at_context *ctx);
+
+/* ---- GEMM ------------------------------------------------------------------------------- */
+
+/* A ready kernel for the problem: the database's tuned entry, else tuned now when flags has
+ * AT_GET_ALLOW_TUNE, else the nearest tuned shape, else the built-in default configuration.
+ * *source (may be NULL) says which. Returns AT_ERR_INVALID_ARG, AT_ERR_UNSUPPORTED,
+ * AT_ERR_NOT_FOUND (AT_GET_NO_FALLBACK), AT_ERR_COMPILE, AT_ERR_DB. */
+at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags, at_kernel **out,
+                      at_source *source);
+/* Tunes the problem on the context's device, records every measurement and the best in the
+ * database, and returns the best kernel in *out (may be NULL). report may be NULL. */
+at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_options *opts,
+                       at_tune_report *report, at_kernel **out);
+/* Launches C = alpha*op(A)*op(B) + beta*C on the caller's buffers. stream: a cl_command_queue
+ * of the context's cl_context, or NULL for the context's own queue. Asynchronous. */
+at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, void *stream);
+/* The configuration string of a kernel, "BM=64,BN=64,...". */
+const char *at_kernel_config(const at_kernel *k);
+void at_kernel_destroy(at_kernel *k); /* accepts NULL */
+
+/* ---- buffers ---------------------------------------------------------------------------- */
+
+at_status at_buffer_create(at_context *ctx, size_t bytes, at_buffer **out);
+at_status at_buffer_write(at_buffer *b, size_t offset, const void *src, size_t bytes);
+at_status at_buffer_read(at_buffer *b, size_t offset, void *dst, size_t bytes);
+at_devptr at_buffer_devptr(const at_buffer *b);
+void at_buffer_destroy(at_buffer *b); /* accepts NULL */
+/* Waits for everything queued on the context's queue. */
+at_status at_context_synchronize(at_context *ctx);
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+const char *at_strerror(at_status s);
+const char *at_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

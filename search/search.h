@@ -1,0 +1,49 @@
+/* search.h — search strategies behind one propose/report interface. A strategy sees only the
+ * enumerated valid configurations (as per-parameter value indices) and the times reported. */
+#ifndef AT_SEARCH_H
+#define AT_SEARCH_H
+
+#include "../tuner/util.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The valid configurations of a space, as value indices: config i, parameter j is
+ * idx[i * nparams + j], in [0, nvalues[j]). Owned by the caller, alive while the search is. */
+typedef struct at_search_space {
+    size_t nconfigs;
+    size_t nparams;
+    const uint16_t *idx;
+    const size_t *nvalues;
+} at_search_space;
+
+typedef struct at_search_options {
+    const char *strategy; /* "exhaustive", "random"; NULL = "random" */
+    uint64_t seed;        /* same seed, same proposals */
+    int64_t max_evals;    /* 0 = no limit */
+    double max_seconds;   /* 0 = no limit; wall clock from create */
+    int64_t no_improve;   /* stop after this many reports without a better time; 0 = off */
+    /* Configurations to propose first, in order (e.g. the template's defaults); may be NULL. */
+    const size_t *first;
+    size_t nfirst;
+} at_search_options;
+
+typedef struct at_search at_search;
+
+/* AT_ERR_INVALID_ARG for an unknown strategy (the message lists the known ones). */
+at_status at_search_create(const at_search_space *space, const at_search_options *opts,
+                           at_search **out);
+void at_search_free(at_search *s); /* accepts NULL */
+/* Up to n config indices never proposed before; 0 when the search is done (space exhausted,
+ * a budget reached). */
+size_t at_search_propose(at_search *s, size_t n, size_t *out);
+/* The outcome of a proposed config: its time (any unit, lower is better) or a negative
+ * number / INFINITY for a failed candidate. */
+void at_search_report(at_search *s, size_t config, double time);
+int64_t at_search_evaluated(const at_search *s);
+/* Best config and time so far; returns 0 if none succeeded. */
+int at_search_best(const at_search *s, size_t *config, double *time);
+/* NULL-terminated names of the strategies. */
+const char *const *at_search_strategies(void);
+
+#endif

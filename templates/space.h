@@ -1,0 +1,110 @@
+/* space.h — tuning spaces: integer expressions and the YAML description of a template's space. */
+#ifndef AT_SPACE_H
+#define AT_SPACE_H
+
+#include "../tuner/util.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AT_MAX_PARAMS 32
+#define AT_MAX_VALUES 64
+
+/* ---- expressions ------------------------------------------------------------------------ *
+ * Integer (int64) expressions: literals, identifiers (letters, digits, '_' and '.', e.g.
+ * `device.max_work_group_size`), unary - ! ~, binary * / % + - << >> < <= > >= == != & ^ | && ||,
+ * the conditional `c ? a : b`, parentheses, and the functions min(a,b), max(a,b),
+ * ceil_div(a,b), pow2(a) (1 if a is a power of two), log2(a) (floor). C precedence.
+ * Identifiers are bound to slots when parsed, so evaluation is an array lookup. */
+typedef struct at_expr at_expr;
+
+/* Maps an identifier to a slot index; returns -1 if unknown. */
+typedef int (*at_expr_resolve_fn)(void *user, const char *name);
+
+/* Parses text. On failure returns AT_ERR_TEMPLATE with a message naming the position and the
+ * unknown identifier or unexpected token. */
+at_status at_expr_parse(const char *text, at_expr_resolve_fn resolve, void *user, at_expr **out);
+/* Evaluates with slot values. Division or modulo by zero and overflow yield *ok = false. */
+int64_t at_expr_eval(const at_expr *e, const int64_t *slots, bool *ok);
+const char *at_expr_text(const at_expr *e); /* the source text */
+void at_expr_free(at_expr *e);              /* accepts NULL */
+
+/* ---- spaces ----------------------------------------------------------------------------- */
+
+typedef struct at_param {
+    char *name;
+    int64_t values[AT_MAX_VALUES];
+    size_t nvalues;
+} at_param;
+
+typedef struct at_named_expr {
+    char *name;
+    at_expr *expr;
+} at_named_expr;
+
+/* A loaded space. Slots: [0, nparams) are the parameters, then the problem variables (in
+ * `problem:` order), then the device variables (`device.NAME`), then the derived values (in
+ * `derived:` order, each may use the slots before it). */
+typedef struct at_space {
+    char *name;   /* `name:` e.g. "gemm" */
+    char *kernel; /* `kernel:` the kernel function's name */
+    char *source; /* `source:` the template file name, e.g. "gemm.cl" */
+    at_param params[AT_MAX_PARAMS];
+    size_t nparams;
+    char **problem_vars;
+    size_t nproblem; /* `problem:` list, e.g. m n k ta tb */
+    char **device_vars;
+    size_t ndevice; /* `device:` list, without the "device." prefix */
+    at_named_expr *derived;
+    size_t nderived;
+    at_expr **constraints;
+    size_t nconstraints;
+    at_named_expr *defines;
+    size_t ndefines;    /* extra -D NAME=value, evaluated per candidate */
+    at_expr *global[3]; /* `launch: global:` 1 to 3 expressions; missing dims are NULL (=1) */
+    at_expr *local[3];  /* `launch: local:` */
+    size_t launch_dims;
+    at_expr *flops; /* `flops:` */
+    int64_t *defaults;
+    size_t ndefaults; /* `defaults:` list of full configs, nparams each */
+    size_t nslots;
+    int64_t *fixed; /* current values of every slot outside the parameters (problem, device) */
+} at_space;
+
+/* Parses a space from YAML text (libyaml). Errors (AT_ERR_TEMPLATE) name the line and key. */
+at_status at_space_load(const char *yaml, size_t len, at_space **out);
+void at_space_free(at_space *s); /* accepts NULL */
+
+/* Sets a problem variable ("m") or a device variable ("device.local_mem_bytes" or
+ * "local_mem_bytes"). AT_ERR_INVALID_ARG if the space has no such variable. Unset ones are 0. */
+at_status at_space_set(at_space *s, const char *name, int64_t value);
+
+/* Number of configurations before constraints (product of value counts; saturates). */
+uint64_t at_space_total(const at_space *s);
+
+/* Fills slots (s->nslots) for the config (s->nparams values): parameters, fixed values, derived.
+ * Returns false when a derived value cannot be evaluated (division by zero). */
+bool at_space_slots(const at_space *s, const int64_t *cfg, int64_t *slots);
+/* True if every constraint holds; otherwise why (may be NULL) names the first failing one. */
+bool at_space_valid(const at_space *s, const int64_t *cfg, char *why, size_t whylen);
+
+/* Every valid configuration, in lexicographic order of value indices (first parameter
+ * slowest). *configs is malloc'd, n * nparams values. Also the per-parameter value index form
+ * for the search (*idx, n * nparams uint16, may be NULL). */
+at_status at_space_enumerate(const at_space *s, int64_t **configs, uint16_t **idx, size_t *n);
+
+/* Launch geometry and FLOP count for a config. */
+at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3], size_t local[3]);
+double at_space_flops(const at_space *s, const int64_t *cfg);
+/* Value of any slot by name (parameter, problem, device or derived) for a config. */
+at_status at_space_value(const at_space *s, const int64_t *cfg, const char *name, int64_t *out);
+
+/* "BM=64,BN=32,..." in parameter order. Returns the length written (truncates safely). */
+size_t at_config_format(const at_space *s, const int64_t *cfg, char *buf, size_t len);
+/* Parses "BM=64,BN=32,..."; every parameter must appear once with an allowed value. */
+at_status at_config_parse(const at_space *s, const char *text, int64_t *cfg);
+/* "-DBM=64 -DBN=32 ... -DEDGE_M=1" for the compiler: parameters then `defines:`. */
+at_status at_config_defines(const at_space *s, const int64_t *cfg, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,93 @@
+/* backend.h — the one vtable every device backend implements (OpenCL now; CUDA, HIP next).
+ * Backends know nothing of the search or the database; the pipeline knows no vendor. */
+#ifndef AT_BACKEND_H
+#define AT_BACKEND_H
+
+#include "util.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct at_device_info {
+    char backend[16]; /* "opencl" */
+    char name[256];   /* device name */
+    char vendor[256];
+    char platform[256]; /* OpenCL platform name, "" elsewhere */
+    char driver[256];   /* driver / runtime version */
+    char arch[64];      /* compile target: "sm_90a", "gfx90a", "" for OpenCL */
+    char key[640];      /* database device key: "opencl/<platform>/<name>/<cu>" */
+    int64_t compute_units;
+    int64_t max_work_group_size;
+    int64_t max_work_item_sizes[3];
+    int64_t local_mem_bytes;
+    int64_t global_mem_bytes;
+    int64_t max_alloc_bytes;
+    int64_t clock_mhz;
+    int64_t warp_size; /* 1 for a CPU */
+    bool is_cpu;       /* compiling competes with timing for the same cores */
+} at_device_info;
+
+typedef struct at_bdev at_bdev;   /* an open device: context + queue */
+typedef struct at_bprog at_bprog; /* a compiled program with its one kernel */
+
+/* A device buffer: the backend's native handle (cl_mem; a CUdeviceptr cast to a pointer). */
+typedef struct at_bbuf {
+    void *handle;
+    size_t bytes;
+} at_bbuf;
+
+/* One kernel argument: bytes at ptr (for a buffer, ptr points to the native handle). */
+typedef struct at_karg {
+    size_t size;
+    const void *ptr;
+} at_karg;
+
+typedef struct at_backend_ops {
+    const char *name; /* "opencl" */
+    /* Loads the runtime (dlopen). AT_OK if usable; else AT_ERR_NO_BACKEND with why. Idempotent. */
+    at_status (*probe)(char *why, size_t whylen);
+    /* Number of devices (0 if none). */
+    int (*device_count)(void);
+    /* Properties of device idx, without opening it. */
+    at_status (*device_info)(int idx, at_device_info *out);
+    /* Opens device idx: context and an in-order queue with profiling. */
+    at_status (*open)(int idx, at_bdev **out);
+    void (*close)(at_bdev *d); /* accepts NULL */
+    /* "PoCL 3.1 LLVM 15" — part of the binary cache key. */
+    const char *(*compiler_version)(at_bdev *d);
+    /* Compiles src with options and gets kernel_name. Thread-safe: several compiles may run at
+     * once on one device. On failure returns AT_ERR_COMPILE and *log (malloc'd, may be NULL)
+     * holds the compiler's log. */
+    at_status (*compile)(at_bdev *d, const char *src, const char *options, const char *kernel_name,
+                         at_bprog **out, char **log);
+    /* The compiled binary (malloc'd) so a later process can skip compiling. */
+    at_status (*program_binary)(at_bprog *p, void **bin, size_t *len);
+    /* Loads a binary from program_binary(). AT_ERR_COMPILE if the device rejects it. */
+    at_status (*load_binary)(at_bdev *d, const void *bin, size_t len, const char *kernel_name,
+                             at_bprog **out, char **log);
+    void (*program_free)(at_bprog *p); /* accepts NULL */
+    at_status (*buffer_alloc)(at_bdev *d, size_t bytes, at_bbuf *out);
+    at_status (*buffer_write)(at_bdev *d, at_bbuf b, size_t off, const void *src, size_t bytes);
+    at_status (*buffer_read)(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t bytes);
+    void (*buffer_free)(at_bdev *d, at_bbuf b);
+    /* Enqueues the kernel on stream (NULL: the device's queue). If ms is not NULL, waits for it
+     * and stores the device-measured kernel time in milliseconds (profiling events). */
+    at_status (*launch)(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
+                        const size_t global[3], const size_t local[3], size_t dims, void *stream,
+                        double *ms);
+    /* Waits for all work queued on the device's queue. */
+    at_status (*finish)(at_bdev *d);
+    /* Native handles for the public API: (cl_context, cl_command_queue). */
+    void *(*native_context)(at_bdev *d);
+    void *(*native_queue)(at_bdev *d);
+} at_backend_ops;
+
+extern const at_backend_ops at_opencl_backend;
+
+/* Backend by name ("opencl", "cuda", "hip"); NULL if this build has no such backend. */
+const at_backend_ops *at_backend_find(const char *name);
+/* All backends compiled in, in automatic-choice order (GPU first, OpenCL last), NULL-ended. */
+const at_backend_ops *const *at_backend_list(void);
+
+#endif

@@ -1,0 +1,104 @@
+/* util.c — error text, hashing, clocks and string helpers shared by every module. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char g_errmsg[4096];
+
+at_status at_fail(at_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_errmsg, sizeof g_errmsg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *at_errmsg(void) { return g_errmsg; }
+void at_errclear(void) { g_errmsg[0] = '\0'; }
+
+uint64_t at_hash(uint64_t seed, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = seed;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+uint64_t at_hash_str(uint64_t seed, const char *s) { return at_hash(seed, s, strlen(s) + 1); }
+
+void at_hash_hex(uint64_t h, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)h); }
+
+double at_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int64_t at_unix_time(void) { return (int64_t)time(NULL); }
+
+char *at_strdup(const char *s) { return s ? strdup(s) : NULL; }
+
+char *at_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *out = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&out, fmt, ap);
+    va_end(ap);
+    return r < 0 ? NULL : out;
+}
+
+at_status at_read_file(const char *path, char **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return at_fail(AT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return at_fail(AT_ERR_NO_MEMORY, "out of memory reading %s", path);
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return at_fail(AT_ERR_IO, "cannot read %s", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    if (len) *len = n;
+    return AT_OK;
+}
+
+int at_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!s || !*s) return -1;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE || *end != '\0' || end == s) return -1;
+    if (v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* util.h — small internal helpers shared by every module: error text, hashing, time, strings. */
+#ifndef AT_UTIL_H
+#define AT_UTIL_H
+
+#include "autotune.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Records a detailed message for the calling thread and returns s, so a failure reads
+ * `return at_fail(AT_ERR_DB, "cannot open %s: %s", path, why);`. */
+at_status at_fail(at_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The calling thread's last detailed message ("" if none). */
+const char *at_errmsg(void);
+void at_errclear(void);
+
+/* Propagates a failure unchanged (zstd's FORWARD_IF_ERROR). */
+#define AT_TRY(expr)                                                                               \
+    do {                                                                                           \
+        at_status at_try_s_ = (expr);                                                              \
+        if (at_try_s_ != AT_OK) return at_try_s_;                                                  \
+    } while (0)
+
+/* 64-bit FNV-1a; chain calls with the previous hash as seed (start with AT_HASH_SEED). */
+#define AT_HASH_SEED 1469598103934665603ull
+uint64_t at_hash(uint64_t seed, const void *data, size_t len);
+uint64_t at_hash_str(uint64_t seed, const char *s);
+/* 16 lowercase hex digits + NUL. */
+void at_hash_hex(uint64_t h, char out[17]);
+
+/* Monotonic seconds. */
+double at_now(void);
+/* Wall-clock seconds since the epoch. */
+int64_t at_unix_time(void);
+
+/* malloc'd copy / printf; NULL when out of memory. */
+char *at_strdup(const char *s);
+char *at_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Reads a whole file; NUL-terminated; *len without the NUL. */
+at_status at_read_file(const char *path, char **data, size_t *len);
+
+/* Parses a whole decimal integer in [lo, hi]; 0 on success, -1 otherwise. */
+int at_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+#endif
