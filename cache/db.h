@@ -50,7 +50,10 @@ typedef struct at_best_rec {
  * environment: path/data.mdb). Checks `meta`: a missing schema on a new file is written; a
  * newer schema gives AT_ERR_DB_VERSION; a file that is not LMDB or whose tables are damaged
  * gives AT_ERR_DB_CORRUPT; an unwritable or missing path AT_ERR_DB. Never modifies a file it
- * rejects. */
+ * rejects. Many processes may open and write one database at once (LMDB locks), but one process
+ * holds at most one handle per path (LMDB forbids opening an environment twice in a process),
+ * and a handle must not be used across fork(). A handle may be shared by threads: its calls
+ * are serialised. */
 at_status at_db_open(const char *path, int readonly, at_db **out);
 void at_db_close(at_db *db); /* accepts NULL */
 const char *at_db_path(const at_db *db);
@@ -78,7 +81,9 @@ at_status at_db_get_binary(at_db *db, const char *hash, void **bin, size_t *len)
 
 /* Calls fn for every entry of table ("meta", "results", "best", "binaries") whose key starts
  * with prefix (NULL: all), in key order. value is a readable one-line text rendering (for
- * binaries: "<n> bytes"). A non-zero return from fn stops the scan. */
+ * binaries: "<n> bytes"). A non-zero return from fn stops the scan. fn must not call other
+ * at_db functions on the same handle (they fail with AT_ERR_INVALID_ARG); unknown table:
+ * AT_ERR_INVALID_ARG. */
 typedef int (*at_db_visit_fn)(void *user, const char *key, const char *value);
 at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_visit_fn fn,
                      void *user);

@@ -29,7 +29,8 @@ typedef enum at_status {
     AT_ERR_IO = -12,          /* a file could not be read or written */
     AT_ERR_UNSUPPORTED = -13, /* valid request this build or device cannot serve */
     AT_ERR_NO_VALID_CONFIG = -14, /* every candidate failed or the space is empty */
-    AT_ERR_INTERNAL = -15         /* a bug in autotune */
+    AT_ERR_INTERNAL = -15,        /* a bug in autotune */
+    AT_ERR_INTERRUPTED = -16      /* tuning was cancelled; what was measured is saved */
 } at_status;
 
 typedef enum at_backend_kind {
@@ -87,8 +88,9 @@ typedef struct at_gemm_problem {
 /* Flags of at_gemm_get(). */
 #define AT_GET_ALLOW_TUNE                                                                          \
     1u /* on a miss, tune now (with default options) instead of falling back */
-#define AT_GET_NO_FALLBACK 2u /* on a miss, return AT_ERR_NOT_FOUND rather than a default kernel   \
-                               */
+#define AT_GET_NO_FALLBACK                                                                         \
+    2u /* on a miss, return AT_ERR_NOT_FOUND rather than a default kernel                          \
+        */
 
 typedef struct at_tune_options {
     const char *strategy; /* "exhaustive" or "random" (default) */
@@ -99,6 +101,9 @@ typedef struct at_tune_options {
     /* Progress callback after each measured candidate; may be NULL. */
     void (*progress)(void *user, int64_t done, int64_t budget, double best_us, double elapsed_s);
     void *progress_user;
+    /* When *cancel becomes non-zero the run stops after the candidate in hand; everything
+     * measured so far is in the database and the next run resumes from it. May be NULL. */
+    const volatile int *cancel;
 } at_tune_options;
 
 typedef struct at_tune_report {
@@ -160,6 +165,55 @@ at_devptr at_buffer_devptr(const at_buffer *b);
 void at_buffer_destroy(at_buffer *b); /* accepts NULL */
 /* Waits for everything queued on the context's queue. */
 at_status at_context_synchronize(at_context *ctx);
+
+/* ---- discovery: backends, devices, spaces, databases --------------------------------------- */
+
+typedef struct at_backend_desc {
+    char name[16]; /* "opencl" */
+    int available; /* 1 if its runtime loaded */
+    int ndevices;
+    char why[512]; /* why it is unavailable, "" otherwise */
+} at_backend_desc;
+
+typedef struct at_device_desc {
+    char backend[16];
+    int index;
+    char name[256];
+    char vendor[256];
+    char driver[256];
+    char key[640]; /* the database's device key */
+    int64_t compute_units, max_work_group_size, local_mem_bytes, global_mem_bytes;
+    int is_cpu;
+} at_device_desc;
+
+/* Fills up to max entries (every backend this build knows) and sets *n. */
+at_status at_backends_query(at_backend_desc *out, int max, int *n);
+/* Properties of device index of the named backend, without opening it. */
+at_status at_device_query(const char *backend, int index, at_device_desc *out);
+
+typedef struct at_space_info {
+    int64_t total; /* configurations before constraints */
+    int64_t valid; /* after constraints, for this problem on this device */
+    int nparams;
+    char params[1024]; /* "BM=16|32|64|128 BN=..." */
+} at_space_info;
+
+/* Counts the GEMM space for p on ctx's device; if visit is not NULL, calls it for each valid
+ * config string (stop by returning non-zero). */
+at_status at_gemm_space(at_context *ctx, const at_gemm_problem *p, at_space_info *info,
+                        int (*visit)(void *user, const char *config), void *user);
+
+/* Visits the entries of a database table ("results", "best", "binaries", "meta") whose key
+ * starts with prefix (NULL: all), as readable key and value text. Opens path read-only;
+ * AT_ERR_DB, AT_ERR_DB_CORRUPT, AT_ERR_DB_VERSION with the detail in *why (may be NULL). */
+at_status at_db_visit(const char *path, const char *table, const char *prefix,
+                      int (*visit)(void *user, const char *key, const char *value), void *user,
+                      char *why, size_t whylen);
+/* NULL-terminated names of the search strategies at_tune_options.strategy accepts. */
+const char *const *at_tune_strategies(void);
+
+/* The database path used when none is given. malloc'd; free() it. */
+char *at_db_default_location(void);
 
 /* ---- errors ----------------------------------------------------------------------------- */
 

@@ -1,0 +1,1078 @@
+/* db.c — the LMDB store: one environment per directory, named tables meta, results, best and
+ * binaries. Values of results and best are readable one-line text (see at_result_rec_format);
+ * binaries are raw bytes. Every write is one write transaction; MDB_MAP_FULL grows the map and
+ * retries the whole batch. */
+#define _GNU_SOURCE
+#include "db.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define AT_DB_INITIAL_MAP ((size_t)64 << 20)
+#define AT_DB_MAX_MAP     ((size_t)1 << 40)
+#define AT_DB_MAX_RETRIES 64
+
+/* LMDB's on-disk meta page (64-bit layout): page header 16 bytes, then MDB_meta. */
+#define LMDB_MAGIC        0xBEEFC0DEu
+#define LMDB_DATA_VERSION 1u
+#define LMDB_OFF_MAGIC    16
+#define LMDB_OFF_VERSION  20
+#define LMDB_OFF_PSIZE    40 /* mm_dbs[FREE_DBI].md_pad holds the page size */
+
+enum { T_META, T_RESULTS, T_BEST, T_BINARIES, T_COUNT };
+static const char *const k_tables[T_COUNT] = {"meta", "results", "best", "binaries"};
+
+struct at_db {
+    MDB_env *env;
+    MDB_dbi dbi[T_COUNT];
+    char *path;
+    int readonly;
+    pthread_mutex_t lock; /* one transaction at a time per handle */
+};
+
+/* Set while a scan callback runs on this thread, so re-entry fails instead of deadlocking. */
+static _Thread_local const at_db *t_scanning;
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+static at_status mdb_fail(const at_db *db, const char *op, int rc)
+{
+    if (rc == ENOMEM) return at_fail(AT_ERR_NO_MEMORY, "%s: %s: out of memory", db->path, op);
+    return at_fail(AT_ERR_DB, "database %s: %s failed: %s", db->path, op, mdb_strerror(rc));
+}
+
+static at_status enter(at_db *db)
+{
+    if (!db) return at_fail(AT_ERR_INVALID_ARG, "database handle is NULL");
+    if (t_scanning == db)
+        return at_fail(AT_ERR_INVALID_ARG, "database %s used from inside its own scan callback",
+                       db->path);
+    pthread_mutex_lock(&db->lock);
+    return AT_OK;
+}
+
+static void leave(at_db *db) { pthread_mutex_unlock(&db->lock); }
+
+static at_status check_key(at_db *db, const char *key)
+{
+    if (!key || !*key) return at_fail(AT_ERR_INVALID_ARG, "database key is empty");
+    size_t n = strlen(key);
+    size_t max = (size_t)mdb_env_get_maxkeysize(db->env);
+    if (n > max)
+        return at_fail(AT_ERR_INVALID_ARG, "database key too long (%zu bytes > %zu): %.80s...", n,
+                       max, key);
+    return AT_OK;
+}
+
+/* Growing string buffer used by the formatters. */
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_reserve(sbuf *b, size_t extra)
+{
+    if (b->oom || b->n + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + extra + 1) cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) {
+        b->oom = 1;
+        return;
+    }
+    b->p = np;
+    b->cap = cap;
+}
+
+static void sb_putc(sbuf *b, char c)
+{
+    sb_reserve(b, 1);
+    if (b->oom) return;
+    b->p[b->n++] = c;
+    b->p[b->n] = '\0';
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (need < 0) {
+        b->oom = 1;
+        return;
+    }
+    sb_reserve(b, (size_t)need);
+    if (b->oom) return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)need;
+}
+
+/* Appends s quoted, escaping \ " and control characters. */
+static void sb_quoted(sbuf *b, const char *s)
+{
+    sb_putc(b, '"');
+    for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
+        switch (*q) {
+        case '"':
+            sb_printf(b, "\\\"");
+            break;
+        case '\\':
+            sb_printf(b, "\\\\");
+            break;
+        case '\n':
+            sb_printf(b, "\\n");
+            break;
+        case '\r':
+            sb_printf(b, "\\r");
+            break;
+        case '\t':
+            sb_printf(b, "\\t");
+            break;
+        default:
+            if (*q < 0x20 || *q == 0x7f)
+                sb_printf(b, "\\x%02x", *q);
+            else
+                sb_putc(b, (char)*q);
+        }
+    }
+    sb_putc(b, '"');
+}
+
+static void sb_to_buf(const sbuf *b, char *buf, size_t len)
+{
+    if (!buf || len == 0) return;
+    if (b->oom || !b->p) {
+        buf[0] = '\0';
+        return;
+    }
+    size_t n = b->n < len - 1 ? b->n : len - 1;
+    memcpy(buf, b->p, n);
+    buf[n] = '\0';
+}
+
+/* ---- record texts ----------------------------------------------------------------------- */
+
+static const char *const k_status_names[AT_RS_COUNT] = {
+    "ok", "compile_error", "resource_limit", "launch_error", "wrong_result", "timeout", "crashed"};
+
+const char *at_result_status_name(at_result_status s)
+{
+    if ((int)s < 0 || s >= AT_RS_COUNT) return "unknown";
+    return k_status_names[s];
+}
+
+int at_result_status_parse(const char *name)
+{
+    if (!name) return -1;
+    for (int i = 0; i < AT_RS_COUNT; i++)
+        if (strcmp(name, k_status_names[i]) == 0) return i;
+    return -1;
+}
+
+static void result_text(sbuf *b, const at_result_rec *r)
+{
+    sb_printf(b,
+              "v1 status=%s median_us=%.17g min_us=%.17g max_us=%.17g reps=%lld early_stop=%d "
+              "err=%.17g compile_ms=%.17g when=%lld reason=",
+              at_result_status_name(r->status), r->median_us, r->min_us, r->max_us,
+              (long long)r->reps, r->early_stop, r->max_rel_error, r->compile_ms,
+              (long long)r->when);
+    char reason[sizeof r->reason];
+    memcpy(reason, r->reason, sizeof reason);
+    reason[sizeof reason - 1] = '\0';
+    sb_quoted(b, reason);
+}
+
+static void best_text(sbuf *b, const at_best_rec *r)
+{
+    char config[sizeof r->config], hash[sizeof r->template_hash];
+    char compiler[sizeof r->compiler], driver[sizeof r->driver];
+    snprintf(config, sizeof config, "%s", r->config);
+    snprintf(hash, sizeof hash, "%s", r->template_hash);
+    snprintf(compiler, sizeof compiler, "%s", r->compiler);
+    snprintf(driver, sizeof driver, "%s", r->driver);
+    sb_printf(b, "v1 config=");
+    sb_quoted(b, config);
+    sb_printf(b, " hash=%s time_us=%.17g gflops=%.17g err=%.17g when=%lld compiler=", hash,
+              r->time_us, r->gflops, r->max_rel_error, (long long)r->when);
+    sb_quoted(b, compiler);
+    sb_printf(b, " driver=");
+    sb_quoted(b, driver);
+}
+
+void at_result_rec_format(const at_result_rec *r, char *buf, size_t len)
+{
+    sbuf b = {0};
+    if (r) result_text(&b, r);
+    sb_to_buf(&b, buf, len);
+    free(b.p);
+}
+
+void at_best_rec_format(const at_best_rec *r, char *buf, size_t len)
+{
+    sbuf b = {0};
+    if (r) best_text(&b, r);
+    sb_to_buf(&b, buf, len);
+    free(b.p);
+}
+
+/* Strict parser over a length-bounded text: fields in the order the formatter writes them. */
+typedef struct parser {
+    const char *p, *end;
+} parser;
+
+static int p_lit(parser *ps, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, lit, n) != 0) return -1;
+    ps->p += n;
+    return 0;
+}
+
+/* A bare token up to the next space or the end, into tok (NUL-terminated). */
+static int p_token(parser *ps, char *tok, size_t cap)
+{
+    size_t n = 0;
+    while (ps->p < ps->end && *ps->p != ' ') {
+        if (*ps->p == '\0' || n + 1 >= cap) return -1;
+        tok[n++] = *ps->p++;
+    }
+    tok[n] = '\0';
+    return 0;
+}
+
+static int p_double(parser *ps, const char *key, double *out)
+{
+    char tok[64];
+    if (p_lit(ps, key) || p_token(ps, tok, sizeof tok) || !tok[0]) return -1;
+    char *e = NULL;
+    errno = 0;
+    double v = strtod(tok, &e);
+    if (*e != '\0' || e == tok) return -1;
+    *out = v;
+    return 0;
+}
+
+static int p_int(parser *ps, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    char tok[32];
+    if (p_lit(ps, key) || p_token(ps, tok, sizeof tok)) return -1;
+    return at_parse_i64(tok, lo, hi, out);
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int p_quoted(parser *ps, const char *key, char *out, size_t cap)
+{
+    if (p_lit(ps, key) || p_lit(ps, "\"")) return -1;
+    size_t n = 0;
+    for (;;) {
+        if (ps->p >= ps->end) return -1;
+        char c = *ps->p++;
+        if (c == '"') break;
+        if ((unsigned char)c < 0x20) return -1;
+        if (c == '\\') {
+            if (ps->p >= ps->end) return -1;
+            char e = *ps->p++;
+            switch (e) {
+            case '"':
+                c = '"';
+                break;
+            case '\\':
+                c = '\\';
+                break;
+            case 'n':
+                c = '\n';
+                break;
+            case 'r':
+                c = '\r';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            case 'x': {
+                if (ps->end - ps->p < 2) return -1;
+                int h = hexval(ps->p[0]), l = hexval(ps->p[1]);
+                if (h < 0 || l < 0 || (h == 0 && l == 0)) return -1;
+                c = (char)(h * 16 + l);
+                ps->p += 2;
+                break;
+            }
+            default:
+                return -1;
+            }
+        }
+        if (n + 1 >= cap) return -1;
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+static int parse_result(const char *s, size_t len, at_result_rec *r)
+{
+    parser ps = {s, s + len};
+    memset(r, 0, sizeof *r);
+    char st[32];
+    int64_t reps, early, when;
+    if (p_lit(&ps, "v1 status=") || p_token(&ps, st, sizeof st)) return -1;
+    int code = at_result_status_parse(st);
+    if (code < 0) return -1;
+    r->status = (at_result_status)code;
+    if (p_double(&ps, " median_us=", &r->median_us) || p_double(&ps, " min_us=", &r->min_us) ||
+        p_double(&ps, " max_us=", &r->max_us) || p_int(&ps, " reps=", 0, INT64_MAX, &reps) ||
+        p_int(&ps, " early_stop=", 0, 1, &early) || p_double(&ps, " err=", &r->max_rel_error) ||
+        p_double(&ps, " compile_ms=", &r->compile_ms) ||
+        p_int(&ps, " when=", INT64_MIN, INT64_MAX, &when) ||
+        p_quoted(&ps, " reason=", r->reason, sizeof r->reason))
+        return -1;
+    if (ps.p != ps.end) return -1;
+    r->reps = reps;
+    r->early_stop = (int)early;
+    r->when = when;
+    return 0;
+}
+
+static int parse_best(const char *s, size_t len, at_best_rec *r)
+{
+    parser ps = {s, s + len};
+    memset(r, 0, sizeof *r);
+    int64_t when;
+    if (p_quoted(&ps, "v1 config=", r->config, sizeof r->config) || p_lit(&ps, " hash=") ||
+        p_token(&ps, r->template_hash, sizeof r->template_hash) ||
+        p_double(&ps, " time_us=", &r->time_us) || p_double(&ps, " gflops=", &r->gflops) ||
+        p_double(&ps, " err=", &r->max_rel_error) ||
+        p_int(&ps, " when=", INT64_MIN, INT64_MAX, &when) ||
+        p_quoted(&ps, " compiler=", r->compiler, sizeof r->compiler) ||
+        p_quoted(&ps, " driver=", r->driver, sizeof r->driver))
+        return -1;
+    if (ps.p != ps.end) return -1;
+    r->when = when;
+    return 0;
+}
+
+/* ---- transactions ----------------------------------------------------------------------- */
+
+/* Begins a transaction; adopts a map grown by another process (MDB_MAP_RESIZED). */
+static at_status txn_begin(at_db *db, unsigned flags, MDB_txn **txn)
+{
+    for (int tries = 0;; tries++) {
+        int rc = mdb_txn_begin(db->env, NULL, flags, txn);
+        if (rc == MDB_SUCCESS) return AT_OK;
+        if (rc == MDB_MAP_RESIZED && tries < AT_DB_MAX_RETRIES) {
+            rc = mdb_env_set_mapsize(db->env, 0);
+            if (rc == MDB_SUCCESS) continue;
+            return mdb_fail(db, "adopting the grown map size", rc);
+        }
+        return mdb_fail(
+            db, flags & MDB_RDONLY ? "begin read transaction" : "begin write transaction", rc);
+    }
+}
+
+static at_status grow_map(at_db *db)
+{
+    MDB_envinfo info;
+    int rc = mdb_env_info(db->env, &info);
+    if (rc != MDB_SUCCESS) return mdb_fail(db, "reading the map size", rc);
+    size_t cur = info.me_mapsize;
+    if (cur >= AT_DB_MAX_MAP)
+        return at_fail(AT_ERR_DB, "database %s: map full at %zu bytes (limit reached)", db->path,
+                       cur);
+    rc = mdb_env_set_mapsize(db->env, cur * 2);
+    if (rc != MDB_SUCCESS) return mdb_fail(db, "growing the map", rc);
+    return AT_OK;
+}
+
+/* The body of a write transaction. Returns AT_OK or an error; on an LMDB error it stores the
+ * code in *mdb_rc (so MDB_MAP_FULL can be retried). */
+typedef at_status (*write_fn)(at_db *db, MDB_txn *txn, void *ctx, int *mdb_rc);
+
+static at_status write_txn(at_db *db, write_fn fn, void *ctx)
+{
+    if (db->readonly) return at_fail(AT_ERR_DB, "database %s is open read-only", db->path);
+    for (int tries = 0;; tries++) {
+        MDB_txn *txn = NULL;
+        AT_TRY(txn_begin(db, 0, &txn));
+        int mrc = MDB_SUCCESS;
+        at_status s = fn(db, txn, ctx, &mrc);
+        if (s == AT_OK) {
+            mrc = mdb_txn_commit(txn);
+            if (mrc == MDB_SUCCESS) return AT_OK;
+            s = mdb_fail(db, "commit", mrc);
+        } else {
+            mdb_txn_abort(txn);
+        }
+        if (mrc == MDB_MAP_FULL && tries < AT_DB_MAX_RETRIES) {
+            AT_TRY(grow_map(db));
+            continue;
+        }
+        return s;
+    }
+}
+
+static at_status put_one(at_db *db, MDB_txn *txn, MDB_dbi dbi, const char *key, const void *val,
+                         size_t len, int *mdb_rc, const char *what)
+{
+    MDB_val k = {strlen(key), (void *)key}, v = {len, (void *)val};
+    int rc = mdb_put(txn, dbi, &k, &v, 0);
+    if (rc != MDB_SUCCESS) {
+        *mdb_rc = rc;
+        if (rc == MDB_MAP_FULL) return at_fail(AT_ERR_DB, "database %s: map full", db->path);
+        return at_fail(AT_ERR_DB, "database %s: writing %s '%s' failed: %s", db->path, what, key,
+                       mdb_strerror(rc));
+    }
+    return AT_OK;
+}
+
+/* Reads key from table into a malloc'd, NUL-terminated copy. */
+static at_status get_copy(at_db *db, int table, const char *key, char **out, size_t *len)
+{
+    MDB_txn *txn = NULL;
+    AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
+    MDB_val k = {strlen(key), (void *)key}, v;
+    int rc = mdb_get(txn, db->dbi[table], &k, &v);
+    at_status s = AT_OK;
+    if (rc == MDB_NOTFOUND) {
+        s = at_fail(AT_ERR_NOT_FOUND, "no %s entry for '%s' in %s", k_tables[table], key, db->path);
+    } else if (rc != MDB_SUCCESS) {
+        s = at_fail(AT_ERR_DB, "database %s: reading %s '%s' failed: %s", db->path, k_tables[table],
+                    key, mdb_strerror(rc));
+    } else {
+        char *p = malloc(v.mv_size + 1);
+        if (!p) {
+            s = at_fail(AT_ERR_NO_MEMORY, "out of memory reading %zu bytes from %s", v.mv_size,
+                        db->path);
+        } else {
+            memcpy(p, v.mv_data, v.mv_size);
+            p[v.mv_size] = '\0';
+            *out = p;
+            if (len) *len = v.mv_size;
+        }
+    }
+    mdb_txn_abort(txn);
+    return s;
+}
+
+/* ---- open / close ----------------------------------------------------------------------- */
+
+static at_status mkdir_p(const char *path)
+{
+    char *tmp = at_strdup(path);
+    if (!tmp) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    size_t n = strlen(tmp);
+    while (n > 1 && tmp[n - 1] == '/') tmp[--n] = '\0';
+    for (char *p = tmp + 1;; p++) {
+        int last = (*p == '\0');
+        if (*p == '/' || last) {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST) {
+                int e = errno;
+                at_status s =
+                    at_fail(AT_ERR_DB, "cannot create database directory %s: %s", tmp, strerror(e));
+                free(tmp);
+                return s;
+            }
+            *p = saved;
+        }
+        if (last) break;
+    }
+    free(tmp);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return at_fail(AT_ERR_DB, "cannot use database directory %s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return at_fail(AT_ERR_DB, "cannot use database directory %s: %s", path, strerror(ENOTDIR));
+    return AT_OK;
+}
+
+static uint32_t rd32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Checks, without LMDB, that file looks like an LMDB data file: two meta pages with LMDB's
+ * magic and data version. *exists is 0 when there is no file or it is empty (a new database). */
+static at_status precheck_file(const char *file, int *exists)
+{
+    *exists = 0;
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return AT_OK;
+        return at_fail(AT_ERR_DB, "cannot read %s: %s", file, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return at_fail(AT_ERR_DB, "cannot stat %s: %s", file, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (not a regular file)",
+                       file);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return AT_OK;
+    }
+    *exists = 1;
+    unsigned char hdr[64];
+    ssize_t got = pread(fd, hdr, sizeof hdr, 0);
+    const char *why = NULL;
+    char whybuf[128];
+    uint32_t psize = 0;
+    if (got < (ssize_t)sizeof hdr) {
+        why = "truncated: shorter than an LMDB meta page";
+    } else if (rd32(hdr + LMDB_OFF_MAGIC) != LMDB_MAGIC) {
+        why = "no LMDB magic";
+    } else if (rd32(hdr + LMDB_OFF_VERSION) != LMDB_DATA_VERSION) {
+        snprintf(whybuf, sizeof whybuf, "unsupported LMDB data version %u",
+                 rd32(hdr + LMDB_OFF_VERSION));
+        why = whybuf;
+    } else {
+        psize = rd32(hdr + LMDB_OFF_PSIZE);
+        if (psize < 512 || psize > 65536 || (psize & (psize - 1)) != 0) {
+            snprintf(whybuf, sizeof whybuf, "bad page size %u", psize);
+            why = whybuf;
+        } else if ((uint64_t)st.st_size < 2ull * psize) {
+            snprintf(whybuf, sizeof whybuf, "truncated: %lld bytes, less than two %u-byte pages",
+                     (long long)st.st_size, psize);
+            why = whybuf;
+        } else {
+            got = pread(fd, hdr, sizeof hdr, psize);
+            if (got < (ssize_t)sizeof hdr || rd32(hdr + LMDB_OFF_MAGIC) != LMDB_MAGIC ||
+                rd32(hdr + LMDB_OFF_VERSION) != LMDB_DATA_VERSION)
+                why = "second meta page damaged";
+        }
+    }
+    close(fd);
+    if (why) return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", file, why);
+    return AT_OK;
+}
+
+typedef enum { META_OK, META_EMPTY } meta_state;
+
+/* Reads meta in a read transaction: META_EMPTY for a brand-new environment (no tables at all),
+ * META_OK for a valid schema; errors for anything else. */
+static at_status check_meta(at_db *db, const char *file, meta_state *state)
+{
+    MDB_txn *txn = NULL;
+    AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
+    at_status s = AT_OK;
+    MDB_dbi meta;
+    int rc = mdb_dbi_open(txn, "meta", 0, &meta);
+    if (rc == MDB_NOTFOUND) {
+        MDB_stat ms;
+        MDB_dbi main_dbi;
+        rc = mdb_dbi_open(txn, NULL, 0, &main_dbi);
+        if (rc == MDB_SUCCESS) rc = mdb_stat(txn, main_dbi, &ms);
+        if (rc != MDB_SUCCESS)
+            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", file,
+                        mdb_strerror(rc));
+        else if (ms.ms_entries == 0)
+            *state = META_EMPTY;
+        else
+            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (no meta table)", file);
+        mdb_txn_abort(txn);
+        return s;
+    }
+    if (rc != MDB_SUCCESS) {
+        mdb_txn_abort(txn);
+        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (meta table: %s)", file,
+                       mdb_strerror(rc));
+    }
+    MDB_val k = {6, "schema"}, v;
+    rc = mdb_get(txn, meta, &k, &v);
+    if (rc != MDB_SUCCESS) {
+        s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (schema: %s)", file,
+                    mdb_strerror(rc));
+    } else {
+        char buf[32];
+        int64_t schema = -1;
+        if (v.mv_size == 0 || v.mv_size >= sizeof buf) {
+            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (bad schema value)",
+                        file);
+        } else {
+            memcpy(buf, v.mv_data, v.mv_size);
+            buf[v.mv_size] = '\0';
+            if (at_parse_i64(buf, 1, INT64_MAX, &schema) != 0)
+                s = at_fail(AT_ERR_DB_CORRUPT,
+                            "%s is not an autotune database (schema '%s' is not a number)", file,
+                            buf);
+            else if (schema > AT_DB_SCHEMA)
+                s = at_fail(AT_ERR_DB_VERSION,
+                            "%s was written by a newer autotune (schema %lld > %d); upgrade "
+                            "autotune or use another --db",
+                            file, (long long)schema, AT_DB_SCHEMA);
+            else
+                *state = META_OK;
+        }
+    }
+    mdb_txn_abort(txn);
+    return s;
+}
+
+/* Creates the tables and writes meta if it is still missing (another process may have won). */
+static at_status init_body(at_db *db, MDB_txn *txn, void *unused, int *mdb_rc)
+{
+    (void)unused;
+    MDB_dbi meta;
+    int rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &meta);
+    if (rc != MDB_SUCCESS) {
+        *mdb_rc = rc;
+        return mdb_fail(db, "creating table meta", rc);
+    }
+    MDB_val k = {6, "schema"}, v;
+    rc = mdb_get(txn, meta, &k, &v);
+    if (rc == MDB_SUCCESS) return AT_OK; /* initialised concurrently; checked again below */
+    if (rc != MDB_NOTFOUND) {
+        *mdb_rc = rc;
+        return mdb_fail(db, "reading meta", rc);
+    }
+    for (int t = T_RESULTS; t < T_COUNT; t++) {
+        MDB_dbi d;
+        rc = mdb_dbi_open(txn, k_tables[t], MDB_CREATE, &d);
+        if (rc != MDB_SUCCESS) {
+            *mdb_rc = rc;
+            return mdb_fail(db, "creating a table", rc);
+        }
+    }
+    char schema[16];
+    snprintf(schema, sizeof schema, "%d", AT_DB_SCHEMA);
+    const char *by = "autotune " AT_VERSION_STRING;
+    AT_TRY(put_one(db, txn, meta, "schema", schema, strlen(schema), mdb_rc, "meta"));
+    AT_TRY(put_one(db, txn, meta, "created_by", by, strlen(by), mdb_rc, "meta"));
+    return AT_OK;
+}
+
+/* Opens the four table handles (they exist once meta is valid). */
+static at_status open_tables(at_db *db, const char *file)
+{
+    MDB_txn *txn = NULL;
+    AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
+    for (int t = 0; t < T_COUNT; t++) {
+        int rc = mdb_dbi_open(txn, k_tables[t], 0, &db->dbi[t]);
+        if (rc != MDB_SUCCESS) {
+            mdb_txn_abort(txn);
+            return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (table %s: %s)", file,
+                           k_tables[t], mdb_strerror(rc));
+        }
+    }
+    int rc = mdb_txn_commit(txn); /* keeps the handles */
+    if (rc != MDB_SUCCESS) return mdb_fail(db, "opening tables", rc);
+    return AT_OK;
+}
+
+at_status at_db_open(const char *path, int readonly, at_db **out)
+{
+    if (!out) return at_fail(AT_ERR_INVALID_ARG, "at_db_open: out is NULL");
+    *out = NULL;
+    if (!path || !*path) return at_fail(AT_ERR_INVALID_ARG, "database path is empty");
+
+    char *file = at_asprintf("%s/data.mdb", path);
+    if (!file) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    at_status s = AT_OK;
+    at_db *db = NULL;
+    int exists = 0;
+
+    if (readonly) {
+        struct stat st;
+        int e = 0;
+        if (stat(path, &st) != 0)
+            e = errno;
+        else if (!S_ISDIR(st.st_mode))
+            e = ENOTDIR;
+        else if (stat(file, &st) != 0)
+            e = errno;
+        if (e) {
+            s = at_fail(AT_ERR_DB, "no database at %s (%s)", path, strerror(e));
+            goto fail;
+        }
+    } else if ((s = mkdir_p(path)) != AT_OK) {
+        goto fail;
+    }
+    if ((s = precheck_file(file, &exists)) != AT_OK) goto fail;
+    if (readonly && !exists) {
+        s = at_fail(AT_ERR_DB, "no database at %s (data.mdb is empty)", path);
+        goto fail;
+    }
+
+    db = calloc(1, sizeof *db);
+    if (!db || !(db->path = at_strdup(path))) {
+        s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    db->readonly = readonly;
+    pthread_mutex_init(&db->lock, NULL);
+    int rc = mdb_env_create(&db->env);
+    if (rc != MDB_SUCCESS) {
+        s = mdb_fail(db, "creating the environment", rc);
+        goto fail;
+    }
+    if ((rc = mdb_env_set_maxdbs(db->env, T_COUNT + 4)) != MDB_SUCCESS) {
+        s = mdb_fail(db, "setting maxdbs", rc);
+        goto fail;
+    }
+    if (!exists && (rc = mdb_env_set_mapsize(db->env, AT_DB_INITIAL_MAP)) != MDB_SUCCESS) {
+        s = mdb_fail(db, "setting the map size", rc);
+        goto fail;
+    }
+    rc = mdb_env_open(db->env, path, readonly ? MDB_RDONLY : 0, 0666);
+    if (rc != MDB_SUCCESS) {
+        if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == EINVAL)
+            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", file,
+                        mdb_strerror(rc));
+        else
+            s = at_fail(AT_ERR_DB, "cannot open database %s: %s", path, mdb_strerror(rc));
+        goto fail;
+    }
+
+    meta_state state = META_OK;
+    if ((s = check_meta(db, file, &state)) != AT_OK) goto fail;
+    if (state == META_EMPTY) {
+        if (readonly) {
+            s = at_fail(AT_ERR_DB, "no database at %s (the environment is empty)", path);
+            goto fail;
+        }
+        if ((s = write_txn(db, init_body, NULL)) != AT_OK) goto fail;
+        if ((s = check_meta(db, file, &state)) != AT_OK) goto fail;
+    }
+    if ((s = open_tables(db, file)) != AT_OK) goto fail;
+
+    /* Existing files keep their recorded map size; never start below the initial size. */
+    MDB_envinfo info;
+    if (!readonly && mdb_env_info(db->env, &info) == MDB_SUCCESS &&
+        info.me_mapsize < AT_DB_INITIAL_MAP) {
+        if ((rc = mdb_env_set_mapsize(db->env, AT_DB_INITIAL_MAP)) != MDB_SUCCESS) {
+            s = mdb_fail(db, "setting the map size", rc);
+            goto fail;
+        }
+    }
+    free(file);
+    *out = db;
+    return AT_OK;
+
+fail:
+    free(file);
+    at_db_close(db);
+    return s;
+}
+
+void at_db_close(at_db *db)
+{
+    if (!db) return;
+    if (db->env) mdb_env_close(db->env);
+    if (db->path) pthread_mutex_destroy(&db->lock);
+    free(db->path);
+    free(db);
+}
+
+const char *at_db_path(const at_db *db) { return db ? db->path : NULL; }
+
+char *at_db_default_path(void)
+{
+    const char *v = getenv("AUTOTUNE_DB");
+    if (v && *v) return at_strdup(v);
+    v = getenv("XDG_CACHE_HOME");
+    if (v && v[0] == '/') return at_asprintf("%s/autotune", v);
+    v = getenv("HOME");
+    if (!v || !*v) {
+        struct passwd *pw = getpwuid(getuid());
+        v = pw ? pw->pw_dir : NULL;
+    }
+    if (v && *v) return at_asprintf("%s/.cache/autotune", v);
+    return NULL;
+}
+
+/* ---- keys ------------------------------------------------------------------------------- */
+
+char *at_db_result_key(const char *problem, const char *device, const char *thash,
+                       const char *config)
+{
+    if (!problem || !device || !thash || !config) return NULL;
+    return at_asprintf("%s|%s|%s|%s", problem, device, thash, config);
+}
+
+char *at_db_best_key(const char *problem, const char *device)
+{
+    if (!problem || !device) return NULL;
+    return at_asprintf("%s|%s", problem, device);
+}
+
+/* ---- results ---------------------------------------------------------------------------- */
+
+typedef struct results_ctx {
+    size_t n;
+    char *const *keys;
+    const at_result_rec *recs;
+    sbuf text;
+} results_ctx;
+
+static at_status results_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
+{
+    results_ctx *c = vctx;
+    for (size_t i = 0; i < c->n; i++) {
+        c->text.n = 0;
+        result_text(&c->text, &c->recs[i]);
+        if (c->text.oom) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        AT_TRY(put_one(db, txn, db->dbi[T_RESULTS], c->keys[i], c->text.p, c->text.n, mdb_rc,
+                       "result"));
+    }
+    return AT_OK;
+}
+
+at_status at_db_put_results(at_db *db, size_t n, char *const *keys, const at_result_rec *recs)
+{
+    if (n == 0) return AT_OK;
+    if (!keys || !recs) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_results: NULL argument");
+    AT_TRY(enter(db));
+    at_status s = AT_OK;
+    for (size_t i = 0; i < n && s == AT_OK; i++) {
+        s = check_key(db, keys[i]);
+        if (s == AT_OK && ((int)recs[i].status < 0 || recs[i].status >= AT_RS_COUNT))
+            s = at_fail(AT_ERR_INVALID_ARG, "result '%s': bad status %d", keys[i],
+                        (int)recs[i].status);
+    }
+    results_ctx c = {n, keys, recs, {0}};
+    if (s == AT_OK) s = write_txn(db, results_body, &c);
+    free(c.text.p);
+    leave(db);
+    return s;
+}
+
+at_status at_db_get_result(at_db *db, const char *key, at_result_rec *out)
+{
+    if (!out) return at_fail(AT_ERR_INVALID_ARG, "at_db_get_result: out is NULL");
+    AT_TRY(enter(db));
+    at_status s = check_key(db, key);
+    char *text = NULL;
+    size_t len = 0;
+    if (s == AT_OK) s = get_copy(db, T_RESULTS, key, &text, &len);
+    leave(db);
+    if (s != AT_OK) return s;
+    if (parse_result(text, len, out) != 0)
+        s = at_fail(AT_ERR_DB_CORRUPT, "database %s: result '%s' does not parse: %.200s", db->path,
+                    key, text);
+    free(text);
+    return s;
+}
+
+/* ---- best ------------------------------------------------------------------------------- */
+
+typedef struct best_ctx {
+    const char *key;
+    const at_best_rec *rec;
+    int force;
+    sbuf text;
+} best_ctx;
+
+static at_status best_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
+{
+    best_ctx *c = vctx;
+    MDB_val k = {strlen(c->key), (void *)c->key}, v;
+    int rc = mdb_get(txn, db->dbi[T_BEST], &k, &v);
+    if (rc == MDB_SUCCESS && !c->force) {
+        at_best_rec old;
+        if (parse_best(v.mv_data, v.mv_size, &old) != 0)
+            return at_fail(AT_ERR_DB_CORRUPT,
+                           "database %s: best '%s' does not parse (use force to replace it)",
+                           db->path, c->key);
+        if (strcmp(old.template_hash, c->rec->template_hash) == 0 && old.time_us < c->rec->time_us)
+            return AT_OK; /* keep the faster stored entry */
+    } else if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) {
+        *mdb_rc = rc;
+        return mdb_fail(db, "reading best", rc);
+    }
+    return put_one(db, txn, db->dbi[T_BEST], c->key, c->text.p, c->text.n, mdb_rc, "best");
+}
+
+static int bare_token_ok(const char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              *s == '_' || *s == '-' || *s == '.'))
+            return 0;
+    return 1;
+}
+
+at_status at_db_put_best(at_db *db, const char *key, const at_best_rec *rec, int force)
+{
+    if (!rec) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_best: rec is NULL");
+    if (!memchr(rec->template_hash, '\0', sizeof rec->template_hash) ||
+        !bare_token_ok(rec->template_hash))
+        return at_fail(AT_ERR_INVALID_ARG, "best '%s': template hash is not a hex string",
+                       key ? key : "");
+    AT_TRY(enter(db));
+    at_status s = check_key(db, key);
+    best_ctx c = {key, rec, force, {0}};
+    if (s == AT_OK) {
+        best_text(&c.text, rec);
+        if (c.text.oom) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    if (s == AT_OK) s = write_txn(db, best_body, &c);
+    free(c.text.p);
+    leave(db);
+    return s;
+}
+
+at_status at_db_get_best(at_db *db, const char *key, at_best_rec *out)
+{
+    if (!out) return at_fail(AT_ERR_INVALID_ARG, "at_db_get_best: out is NULL");
+    AT_TRY(enter(db));
+    at_status s = check_key(db, key);
+    char *text = NULL;
+    size_t len = 0;
+    if (s == AT_OK) s = get_copy(db, T_BEST, key, &text, &len);
+    leave(db);
+    if (s != AT_OK) return s;
+    if (parse_best(text, len, out) != 0)
+        s = at_fail(AT_ERR_DB_CORRUPT, "database %s: best '%s' does not parse: %.200s", db->path,
+                    key, text);
+    free(text);
+    return s;
+}
+
+/* ---- binaries --------------------------------------------------------------------------- */
+
+typedef struct bin_ctx {
+    const char *hash;
+    const void *bin;
+    size_t len;
+} bin_ctx;
+
+static at_status bin_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
+{
+    bin_ctx *c = vctx;
+    return put_one(db, txn, db->dbi[T_BINARIES], c->hash, c->bin, c->len, mdb_rc, "binary");
+}
+
+at_status at_db_put_binary(at_db *db, const char *hash, const void *bin, size_t len)
+{
+    if (!bin && len) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_binary: bin is NULL");
+    AT_TRY(enter(db));
+    at_status s = check_key(db, hash);
+    bin_ctx c = {hash, bin ? bin : "", len};
+    if (s == AT_OK) s = write_txn(db, bin_body, &c);
+    leave(db);
+    return s;
+}
+
+at_status at_db_get_binary(at_db *db, const char *hash, void **bin, size_t *len)
+{
+    if (!bin || !len) return at_fail(AT_ERR_INVALID_ARG, "at_db_get_binary: NULL argument");
+    AT_TRY(enter(db));
+    at_status s = check_key(db, hash);
+    char *data = NULL;
+    size_t n = 0;
+    if (s == AT_OK) s = get_copy(db, T_BINARIES, hash, &data, &n);
+    leave(db);
+    if (s != AT_OK) return s;
+    *bin = data;
+    *len = n;
+    return AT_OK;
+}
+
+/* ---- scan ------------------------------------------------------------------------------- */
+
+/* Copies v into *buf as one NUL-terminated line (control bytes become '?'). */
+static int line_copy(char **buf, size_t *cap, const void *v, size_t n)
+{
+    if (n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < n + 1) nc *= 2;
+        char *nb = realloc(*buf, nc);
+        if (!nb) return -1;
+        *buf = nb;
+        *cap = nc;
+    }
+    const unsigned char *p = v;
+    for (size_t i = 0; i < n; i++) (*buf)[i] = (p[i] < 0x20 || p[i] == 0x7f) ? '?' : (char)p[i];
+    (*buf)[n] = '\0';
+    return 0;
+}
+
+at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_visit_fn fn,
+                     void *user)
+{
+    if (!table || !fn) return at_fail(AT_ERR_INVALID_ARG, "at_db_scan: NULL argument");
+    int t = -1;
+    for (int i = 0; i < T_COUNT; i++)
+        if (strcmp(table, k_tables[i]) == 0) t = i;
+    if (t < 0)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "unknown database table '%s' (meta, results, best, binaries)", table);
+    AT_TRY(enter(db));
+    size_t plen = prefix ? strlen(prefix) : 0;
+    if (plen > (size_t)mdb_env_get_maxkeysize(db->env)) {
+        leave(db);
+        return AT_OK; /* no key can start with it */
+    }
+    MDB_txn *txn = NULL;
+    at_status s = txn_begin(db, MDB_RDONLY, &txn);
+    if (s != AT_OK) {
+        leave(db);
+        return s;
+    }
+    MDB_cursor *cur = NULL;
+    int rc = mdb_cursor_open(txn, db->dbi[t], &cur);
+    if (rc != MDB_SUCCESS) {
+        mdb_txn_abort(txn);
+        leave(db);
+        return mdb_fail(db, "opening a cursor", rc);
+    }
+    MDB_val k = {plen, (void *)prefix}, v;
+    rc = plen ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    char *kbuf = NULL, *vbuf = NULL;
+    size_t kcap = 0, vcap = 0;
+    while (rc == MDB_SUCCESS) {
+        if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0) break;
+        char sizebuf[48];
+        const void *vp = v.mv_data;
+        size_t vn = v.mv_size;
+        if (t == T_BINARIES) {
+            snprintf(sizebuf, sizeof sizebuf, "%zu bytes", v.mv_size);
+            vp = sizebuf;
+            vn = strlen(sizebuf);
+        }
+        if (line_copy(&kbuf, &kcap, k.mv_data, k.mv_size) || line_copy(&vbuf, &vcap, vp, vn)) {
+            s = at_fail(AT_ERR_NO_MEMORY, "out of memory scanning %s", db->path);
+            break;
+        }
+        t_scanning = db;
+        int stop = fn(user, kbuf, vbuf);
+        t_scanning = NULL;
+        if (stop) break;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (s == AT_OK && rc != MDB_SUCCESS && rc != MDB_NOTFOUND) s = mdb_fail(db, "scanning", rc);
+    free(kbuf);
+    free(vbuf);
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    leave(db);
+    return s;
+}

@@ -1,0 +1,906 @@
+/* test_db.c — the LMDB store: open/create, records, batches, best rule, binaries, scans, map
+ * growth, rejected files left untouched, concurrent writers. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "cache/db.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int make_tmp(void **state)
+{
+    char tmpl[] = "/tmp/at_test_db_XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    *state = strdup(d);
+    return 0;
+}
+
+static int remove_tmp(void **state)
+{
+    if (*state) nftw(*state, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(*state);
+    return 0;
+}
+
+static char *sub(void **state, const char *name)
+{
+    char *p = NULL;
+    assert_true(asprintf(&p, "%s/%s", (const char *)*state, name) > 0);
+    return p;
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The whole file, for byte-for-byte comparison. */
+static char *slurp(const char *path, size_t *n)
+{
+    char *d = NULL;
+    assert_int_equal(at_read_file(path, &d, n), AT_OK);
+    return d;
+}
+
+static void assert_file_is(const char *path, const char *data, size_t n)
+{
+    size_t m = 0;
+    char *now = slurp(path, &m);
+    assert_int_equal(m, n);
+    assert_true(memcmp(now, data, n) == 0);
+    assert_true(at_hash(AT_HASH_SEED, now, m) == at_hash(AT_HASH_SEED, data, n));
+    free(now);
+}
+
+static at_db *open_ok(const char *path)
+{
+    at_db *db = NULL;
+    at_status s = at_db_open(path, 0, &db);
+    if (s != AT_OK) fprintf(stderr, "at_db_open: %s\n", at_errmsg());
+    assert_int_equal(s, AT_OK);
+    assert_non_null(db);
+    return db;
+}
+
+static at_result_rec sample_result(int i)
+{
+    at_result_rec r;
+    memset(&r, 0, sizeof r);
+    r.status = (at_result_status)(i % AT_RS_COUNT);
+    r.median_us = 100.0 + i * 0.1;
+    r.min_us = 99.0 + i / 3.0;
+    r.max_us = 1e3 + i;
+    r.reps = 5 + i;
+    r.early_stop = i & 1;
+    r.max_rel_error = 1.2e-6 * (i + 1);
+    r.compile_ms = 800.25 + i;
+    r.when = 1700000000 + i;
+    if (r.status != AT_RS_OK) snprintf(r.reason, sizeof r.reason, "failure %d", i);
+    return r;
+}
+
+static void assert_result_equal(const at_result_rec *a, const at_result_rec *b)
+{
+    assert_int_equal(a->status, b->status);
+    assert_true(a->median_us == b->median_us);
+    assert_true(a->min_us == b->min_us);
+    assert_true(a->max_us == b->max_us);
+    assert_int_equal(a->reps, b->reps);
+    assert_int_equal(a->early_stop, b->early_stop);
+    assert_true(a->max_rel_error == b->max_rel_error);
+    assert_true(a->compile_ms == b->compile_ms);
+    assert_int_equal(a->when, b->when);
+    assert_string_equal(a->reason, b->reason);
+}
+
+static at_best_rec sample_best(const char *hash, double t)
+{
+    at_best_rec b;
+    memset(&b, 0, sizeof b);
+    snprintf(b.config, sizeof b.config, "BM=64,BN=64,BK=16,name=\"x\\y\"");
+    snprintf(b.template_hash, sizeof b.template_hash, "%s", hash);
+    b.time_us = t;
+    b.gflops = 1234.5678;
+    b.max_rel_error = 3.5e-7;
+    b.when = 1700000123;
+    snprintf(b.compiler, sizeof b.compiler, "nvrtc 12.4 \"release\"");
+    snprintf(b.driver, sizeof b.driver, "550.54.15");
+    return b;
+}
+
+/* Raw LMDB: put meta/key=value (the database must not be open in this process). */
+static void raw_put(const char *path, const char *table, const char *key, const char *value)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+    assert_int_equal(mdb_env_open(env, path, 0, 0666), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, table, MDB_CREATE, &dbi), 0);
+    MDB_val k = {strlen(key), (void *)key}, v = {strlen(value), (void *)value};
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+typedef struct collect {
+    int n, stop_after;
+    char keys[64][128];
+    char values[64][600];
+} collect;
+
+static int collect_fn(void *user, const char *key, const char *value)
+{
+    collect *c = user;
+    if (c->n < 64) {
+        snprintf(c->keys[c->n], sizeof c->keys[0], "%s", key);
+        snprintf(c->values[c->n], sizeof c->values[0], "%s", value);
+    }
+    c->n++;
+    return c->stop_after && c->n >= c->stop_after;
+}
+
+static int count_fn(void *user, const char *key, const char *value)
+{
+    (void)key;
+    (void)value;
+    (*(int *)user)++;
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void test_open_create(void **state)
+{
+    char *path = sub(state, "a/b/db");
+    at_db *db = open_ok(path);
+    assert_string_equal(at_db_path(db), path);
+    collect c = {0};
+    assert_int_equal(at_db_scan(db, "meta", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 2);
+    assert_string_equal(c.keys[0], "created_by");
+    assert_string_equal(c.values[0], "autotune " AT_VERSION_STRING);
+    assert_string_equal(c.keys[1], "schema");
+    assert_string_equal(c.values[1], "1");
+    at_db_close(db);
+    at_db_close(NULL);
+
+    char *file = sub(state, "a/b/db/data.mdb");
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    /* LMDB's meta page: magic at offset 16 of page 0 (and of page 1). */
+    size_t n = 0;
+    unsigned char *d = (unsigned char *)slurp(file, &n);
+    uint32_t magic, psize;
+    memcpy(&magic, d + 16, 4);
+    memcpy(&psize, d + 40, 4);
+    assert_true(magic == 0xBEEFC0DEu);
+    assert_true(n >= 2 * (size_t)psize);
+    memcpy(&magic, d + psize + 16, 4);
+    assert_true(magic == 0xBEEFC0DEu);
+    free(d);
+    free(file);
+
+    /* Reopen, also read-only. */
+    db = open_ok(path);
+    at_db_close(db);
+    assert_int_equal(at_db_open(path, 1, &db), AT_OK);
+    at_result_rec r = sample_result(0);
+    char *key = "k";
+    assert_int_equal(at_db_put_results(db, 1, &key, &r), AT_ERR_DB);
+    at_db_close(db);
+    free(path);
+}
+
+static void test_results_roundtrip(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    at_result_rec r = sample_result(3);
+    r.status = AT_RS_WRONG_RESULT;
+    r.median_us = 0.1;
+    r.min_us = 1e-300;
+    r.max_us = 123456.7890123;
+    r.max_rel_error = 1.0 / 3.0;
+    r.reps = 0;
+    r.when = -5;
+    snprintf(r.reason, sizeof r.reason,
+             "error: \"x\" differs\nat C[3,4] \\ got 1.5\twant 2\r\x01 end");
+    char *key = at_db_result_key("gemm/f32/nn/64x64x64", "opencl/pocl/cpu", "0123456789abcdef",
+                                 "BM=16,BN=16");
+    assert_string_equal(key, "gemm/f32/nn/64x64x64|opencl/pocl/cpu|0123456789abcdef|BM=16,BN=16");
+    assert_int_equal(at_db_put_results(db, 1, &key, &r), AT_OK);
+    at_result_rec back;
+    assert_int_equal(at_db_get_result(db, key, &back), AT_OK);
+    assert_result_equal(&r, &back);
+
+    char text[2048];
+    at_result_rec_format(&r, text, sizeof text);
+    assert_null(strchr(text, '\n'));
+    assert_non_null(strstr(text, "v1 status=wrong_result median_us=0.10000000000000001 "));
+    assert_non_null(strstr(text, "reason=\"error: \\\"x\\\" differs\\nat C[3,4] \\\\ got"));
+    /* Truncation into a small buffer stays NUL-terminated. */
+    char small[10];
+    at_result_rec_format(&r, small, sizeof small);
+    assert_string_equal(small, "v1 status");
+
+    /* Overwrite with a new measurement. */
+    r = sample_result(0);
+    assert_int_equal(at_db_put_results(db, 1, &key, &r), AT_OK);
+    assert_int_equal(at_db_get_result(db, key, &back), AT_OK);
+    assert_result_equal(&r, &back);
+
+    /* Status names. */
+    for (int i = 0; i < AT_RS_COUNT; i++)
+        assert_int_equal(at_result_status_parse(at_result_status_name((at_result_status)i)), i);
+    assert_string_equal(at_result_status_name(AT_RS_COMPILE_ERROR), "compile_error");
+    assert_string_equal(at_result_status_name(AT_RS_CRASHED), "crashed");
+    assert_int_equal(at_result_status_parse("OK"), -1);
+    assert_int_equal(at_result_status_parse(NULL), -1);
+
+    /* Bad arguments. */
+    char *empty = "";
+    assert_int_equal(at_db_put_results(db, 1, &empty, &r), AT_ERR_INVALID_ARG);
+    char longkey[600];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = '\0';
+    char *lk = longkey;
+    assert_int_equal(at_db_put_results(db, 1, &lk, &r), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "too long"));
+    assert_int_equal(at_db_put_results(db, 0, NULL, NULL), AT_OK);
+    at_db_close(db);
+
+    /* A stored value that does not parse is corrupt, not silently zero. */
+    raw_put(path, "results", "bad|value", "v1 status=ok median_us=abc");
+    raw_put(path, "results", "bad|trail",
+            "v1 status=ok median_us=1 min_us=1 max_us=1 reps=1 "
+            "early_stop=0 err=0 compile_ms=0 when=0 reason=\"\" x");
+    db = open_ok(path);
+    assert_int_equal(at_db_get_result(db, "bad|value", &back), AT_ERR_DB_CORRUPT);
+    assert_int_equal(at_db_get_result(db, "bad|trail", &back), AT_ERR_DB_CORRUPT);
+    at_db_close(db);
+    free(key);
+    free(path);
+}
+
+static void test_results_batch(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    enum { N = 1000 };
+    char **keys = calloc(N, sizeof *keys);
+    at_result_rec *recs = calloc(N, sizeof *recs);
+    for (int i = 0; i < N; i++) {
+        char cfg[32];
+        snprintf(cfg, sizeof cfg, "BM=%04d", i);
+        keys[i] = at_db_result_key("gemm/f32/nn/128x128x128", "dev", "00000000000000aa", cfg);
+        recs[i] = sample_result(i);
+    }
+    assert_int_equal(at_db_put_results(db, N, keys, recs), AT_OK);
+    for (int i = 0; i < N; i++) {
+        at_result_rec back;
+        assert_int_equal(at_db_get_result(db, keys[i], &back), AT_OK);
+        assert_result_equal(&recs[i], &back);
+    }
+    int count = 0;
+    assert_int_equal(at_db_scan(db, "results", "gemm/f32/nn/128x128x128|", count_fn, &count),
+                     AT_OK);
+    assert_int_equal(count, N);
+    /* A bad key fails the whole batch before anything is written. */
+    char *bad[2] = {"gemm|new", ""};
+    assert_int_equal(at_db_put_results(db, 2, bad, recs), AT_ERR_INVALID_ARG);
+    at_result_rec back;
+    assert_int_equal(at_db_get_result(db, "gemm|new", &back), AT_ERR_NOT_FOUND);
+    for (int i = 0; i < N; i++) free(keys[i]);
+    free(keys);
+    free(recs);
+    at_db_close(db);
+    free(path);
+}
+
+static void test_get_miss(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    at_result_rec r;
+    at_best_rec b;
+    void *bin = NULL;
+    size_t len = 0;
+    assert_int_equal(at_db_get_result(db, "nope", &r), AT_ERR_NOT_FOUND);
+    assert_non_null(strstr(at_errmsg(), "nope"));
+    assert_int_equal(at_db_get_best(db, "nope", &b), AT_ERR_NOT_FOUND);
+    assert_int_equal(at_db_get_binary(db, "nope", &bin, &len), AT_ERR_NOT_FOUND);
+    assert_null(bin);
+    at_db_close(db);
+    free(path);
+}
+
+static void test_best(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    char *key = at_db_best_key("gemm/f32/nn/64x64x64", "opencl/pocl/cpu");
+    assert_string_equal(key, "gemm/f32/nn/64x64x64|opencl/pocl/cpu");
+    at_best_rec b = sample_best("0123456789abcdef", 50.5), back;
+    assert_int_equal(at_db_put_best(db, key, &b, 0), AT_OK);
+    assert_int_equal(at_db_get_best(db, key, &back), AT_OK);
+    assert_string_equal(back.config, b.config);
+    assert_string_equal(back.template_hash, b.template_hash);
+    assert_true(back.time_us == b.time_us);
+    assert_true(back.gflops == b.gflops);
+    assert_true(back.max_rel_error == b.max_rel_error);
+    assert_int_equal(back.when, b.when);
+    assert_string_equal(back.compiler, b.compiler);
+    assert_string_equal(back.driver, b.driver);
+
+    char text[4096];
+    at_best_rec_format(&b, text, sizeof text);
+    assert_null(strchr(text, '\n'));
+    assert_non_null(strstr(text, "config=\"BM=64,BN=64,BK=16,name=\\\"x\\\\y\\\"\" "
+                                 "hash=0123456789abcdef time_us=50.5 "));
+    assert_non_null(strstr(text, "driver=\"550.54.15\""));
+
+    /* Slower, same template: the stored faster entry stays. */
+    at_best_rec slow = sample_best("0123456789abcdef", 80.0);
+    snprintf(slow.config, sizeof slow.config, "BM=32");
+    assert_int_equal(at_db_put_best(db, key, &slow, 0), AT_OK);
+    assert_int_equal(at_db_get_best(db, key, &back), AT_OK);
+    assert_true(back.time_us == 50.5);
+    assert_string_equal(back.config, b.config);
+
+    /* Faster, same template: replaced. */
+    at_best_rec fast = sample_best("0123456789abcdef", 40.0);
+    snprintf(fast.config, sizeof fast.config, "BM=128");
+    assert_int_equal(at_db_put_best(db, key, &fast, 0), AT_OK);
+    assert_int_equal(at_db_get_best(db, key, &back), AT_OK);
+    assert_true(back.time_us == 40.0);
+    assert_string_equal(back.config, "BM=128");
+
+    /* Slower but force: replaced. */
+    assert_int_equal(at_db_put_best(db, key, &slow, 1), AT_OK);
+    assert_int_equal(at_db_get_best(db, key, &back), AT_OK);
+    assert_true(back.time_us == 80.0);
+
+    /* Another template hash (the old entry is stale): replaced even if slower. */
+    at_best_rec other = sample_best("fedcba9876543210", 90.0);
+    assert_int_equal(at_db_put_best(db, key, &other, 0), AT_OK);
+    assert_int_equal(at_db_get_best(db, key, &back), AT_OK);
+    assert_string_equal(back.template_hash, "fedcba9876543210");
+    assert_true(back.time_us == 90.0);
+
+    /* A hash that would break the text form. */
+    at_best_rec badhash = sample_best("ab cd", 1.0);
+    assert_int_equal(at_db_put_best(db, key, &badhash, 1), AT_ERR_INVALID_ARG);
+
+    collect c = {0};
+    assert_int_equal(at_db_scan(db, "best", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 1);
+    assert_string_equal(c.keys[0], key);
+    assert_non_null(strstr(c.values[0], "hash=fedcba9876543210 time_us=90 "));
+    at_db_close(db);
+
+    /* A damaged stored best: get reports corrupt; put without force refuses, with force fixes. */
+    raw_put(path, "best", key, "v1 config=\"unterminated");
+    db = open_ok(path);
+    assert_int_equal(at_db_get_best(db, key, &back), AT_ERR_DB_CORRUPT);
+    assert_int_equal(at_db_put_best(db, key, &b, 0), AT_ERR_DB_CORRUPT);
+    assert_int_equal(at_db_put_best(db, key, &b, 1), AT_OK);
+    assert_int_equal(at_db_get_best(db, key, &back), AT_OK);
+    at_db_close(db);
+    free(key);
+    free(path);
+}
+
+static void test_binaries(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    size_t n = 1 << 20;
+    unsigned char *bin = malloc(n);
+    for (size_t i = 0; i < n; i++) bin[i] = (unsigned char)((i * 2654435761u) >> 13);
+    memset(bin + 100, 0, 64);
+    assert_int_equal(at_db_put_binary(db, "00000000deadbeef", bin, n), AT_OK);
+    void *back = NULL;
+    size_t len = 0;
+    assert_int_equal(at_db_get_binary(db, "00000000deadbeef", &back, &len), AT_OK);
+    assert_int_equal(len, n);
+    assert_true(memcmp(back, bin, n) == 0);
+    free(back);
+
+    assert_int_equal(at_db_put_binary(db, "empty", NULL, 0), AT_OK);
+    assert_int_equal(at_db_get_binary(db, "empty", &back, &len), AT_OK);
+    assert_int_equal(len, 0);
+    free(back);
+
+    collect c = {0};
+    assert_int_equal(at_db_scan(db, "binaries", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 2);
+    assert_string_equal(c.keys[0], "00000000deadbeef");
+    assert_string_equal(c.values[0], "1048576 bytes");
+    assert_string_equal(c.values[1], "0 bytes");
+    free(bin);
+    at_db_close(db);
+    free(path);
+}
+
+static int reenter_fn(void *user, const char *key, const char *value)
+{
+    (void)key;
+    (void)value;
+    at_db *db = user;
+    at_result_rec r;
+    assert_int_equal(at_db_get_result(db, "x", &r), AT_ERR_INVALID_ARG);
+    return 1;
+}
+
+static void test_scan(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    const char *names[] = {"b|2", "a|1", "ab|0", "b|10", "b|1", "c", "b"};
+    enum { N = sizeof names / sizeof names[0] };
+    at_result_rec recs[N];
+    char *keys[N];
+    for (int i = 0; i < N; i++) {
+        recs[i] = sample_result(i);
+        keys[i] = (char *)names[i];
+    }
+    assert_int_equal(at_db_put_results(db, N, keys, recs), AT_OK);
+
+    collect c = {0};
+    assert_int_equal(at_db_scan(db, "results", "b|", collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 3);
+    assert_string_equal(c.keys[0], "b|1");
+    assert_string_equal(c.keys[1], "b|10");
+    assert_string_equal(c.keys[2], "b|2");
+    char expect[2048];
+    at_result_rec_format(&recs[4], expect, sizeof expect);
+    assert_string_equal(c.values[0], expect);
+
+    memset(&c, 0, sizeof c);
+    assert_int_equal(at_db_scan(db, "results", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, N);
+    const char *order[] = {"ab|0", "a|1", "b", "b|1", "b|10", "b|2", "c"};
+    for (int i = 0; i < N; i++) assert_string_equal(c.keys[i], order[i]);
+
+    memset(&c, 0, sizeof c);
+    assert_int_equal(at_db_scan(db, "results", "", collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, N);
+
+    /* Early stop. */
+    memset(&c, 0, sizeof c);
+    c.stop_after = 2;
+    assert_int_equal(at_db_scan(db, "results", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 2);
+
+    /* No match: after the last key, and between keys. */
+    memset(&c, 0, sizeof c);
+    assert_int_equal(at_db_scan(db, "results", "zzz", collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 0);
+    assert_int_equal(at_db_scan(db, "results", "aa", collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 0);
+    assert_int_equal(at_db_scan(db, "best", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 0);
+
+    assert_int_equal(at_db_scan(db, "nosuch", NULL, collect_fn, &c), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "nosuch"));
+    assert_int_equal(at_db_scan(db, "results", NULL, reenter_fn, db), AT_OK);
+    at_db_close(db);
+    free(path);
+}
+
+static void test_reopen_persists(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    char *keys[3] = {"p|d|h|1", "p|d|h|2", "p|d|h|3"};
+    at_result_rec recs[3] = {sample_result(1), sample_result(2), sample_result(3)};
+    assert_int_equal(at_db_put_results(db, 2, keys, recs), AT_OK);
+    at_best_rec b = sample_best("00000000000000ff", 12.0);
+    assert_int_equal(at_db_put_best(db, "p|d", &b, 0), AT_OK);
+    assert_int_equal(at_db_put_binary(db, "bin", "\0\1\2", 3), AT_OK);
+    at_db_close(db);
+
+    /* A resumed run sees what the first one measured and adds the rest. */
+    db = open_ok(path);
+    at_result_rec back;
+    assert_int_equal(at_db_get_result(db, keys[0], &back), AT_OK);
+    assert_result_equal(&recs[0], &back);
+    assert_int_equal(at_db_get_result(db, keys[1], &back), AT_OK);
+    assert_int_equal(at_db_get_result(db, keys[2], &back), AT_ERR_NOT_FOUND);
+    assert_int_equal(at_db_put_results(db, 1, &keys[2], &recs[2]), AT_OK);
+    at_db_close(db);
+
+    assert_int_equal(at_db_open(path, 1, &db), AT_OK);
+    int count = 0;
+    assert_int_equal(at_db_scan(db, "results", "p|d|h|", count_fn, &count), AT_OK);
+    assert_int_equal(count, 3);
+    at_best_rec bb;
+    assert_int_equal(at_db_get_best(db, "p|d", &bb), AT_OK);
+    assert_true(bb.time_us == 12.0);
+    void *bin = NULL;
+    size_t len = 0;
+    assert_int_equal(at_db_get_binary(db, "bin", &bin, &len), AT_OK);
+    assert_int_equal(len, 3);
+    assert_true(memcmp(bin, "\0\1\2", 3) == 0);
+    free(bin);
+    at_db_close(db);
+    free(path);
+}
+
+static void test_map_growth(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    enum { NB = 50 };
+    size_t n = 4u << 20;
+    unsigned char *bin = malloc(n);
+    for (int i = 0; i < NB; i++) {
+        memset(bin, i + 1, n);
+        memcpy(bin, &i, sizeof i);
+        char key[32];
+        snprintf(key, sizeof key, "blob%02d", i);
+        at_status s = at_db_put_binary(db, key, bin, n);
+        if (s != AT_OK) fprintf(stderr, "put_binary: %s\n", at_errmsg());
+        assert_int_equal(s, AT_OK);
+    }
+    for (int i = 0; i < NB; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "blob%02d", i);
+        void *back = NULL;
+        size_t len = 0;
+        assert_int_equal(at_db_get_binary(db, key, &back, &len), AT_OK);
+        assert_int_equal(len, n);
+        int j;
+        memcpy(&j, back, sizeof j);
+        assert_int_equal(j, i);
+        assert_int_equal(((unsigned char *)back)[n - 1], (unsigned char)(i + 1));
+        free(back);
+    }
+
+    int count = 0;
+    assert_int_equal(at_db_scan(db, "binaries", "blob", count_fn, &count), AT_OK);
+    assert_int_equal(count, NB);
+    at_db_close(db);
+    char *file = sub(state, "db/data.mdb");
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    assert_true(st.st_size > (200 << 20));
+    free(file);
+    free(path);
+
+    /* A fresh database nearly full (56 MiB of 64), then one batch of results that does not
+     * fit: the map grows mid-batch and the whole batch is retried. */
+    path = sub(state, "db2");
+    db = open_ok(path);
+    free(bin);
+    n = 56u << 20;
+    bin = calloc(1, n);
+    assert_non_null(bin);
+    assert_int_equal(at_db_put_binary(db, "fill", bin, n), AT_OK);
+    free(bin);
+    enum { NR = 40000 };
+    char **keys = calloc(NR, sizeof *keys);
+    at_result_rec *recs = calloc(NR, sizeof *recs);
+    for (int i = 0; i < NR; i++) {
+        assert_true(asprintf(&keys[i], "big|%06d", i) > 0);
+        recs[i] = sample_result(i);
+        recs[i].status = AT_RS_COMPILE_ERROR;
+        memset(recs[i].reason, 'r', sizeof recs[i].reason - 1);
+        recs[i].reason[sizeof recs[i].reason - 1] = '\0';
+    }
+    at_status s = at_db_put_results(db, NR, keys, recs);
+    if (s != AT_OK) fprintf(stderr, "put_results: %s\n", at_errmsg());
+    assert_int_equal(s, AT_OK);
+    at_db_close(db);
+
+    db = open_ok(path);
+    at_result_rec back;
+    assert_int_equal(at_db_get_result(db, keys[0], &back), AT_OK);
+    assert_result_equal(&recs[0], &back);
+    assert_int_equal(at_db_get_result(db, keys[NR - 1], &back), AT_OK);
+    assert_result_equal(&recs[NR - 1], &back);
+    count = 0;
+    assert_int_equal(at_db_scan(db, "results", "big|", count_fn, &count), AT_OK);
+    assert_int_equal(count, NR);
+    at_db_close(db);
+    for (int i = 0; i < NR; i++) free(keys[i]);
+    free(keys);
+    free(recs);
+    free(path);
+}
+
+static void test_garbage_file(void **state)
+{
+    char *path = sub(state, "db");
+    assert_int_equal(mkdir(path, 0755), 0);
+    char *file = sub(state, "db/data.mdb");
+    char garbage[8192];
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < sizeof garbage; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        garbage[i] = (char)(x >> 24);
+    }
+    write_file(file, garbage, sizeof garbage);
+    at_db *db = (at_db *)1;
+    assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_CORRUPT);
+    assert_null(db);
+    assert_non_null(strstr(at_errmsg(), "is not an autotune database"));
+    assert_non_null(strstr(at_errmsg(), file));
+    assert_file_is(file, garbage, sizeof garbage);
+    assert_int_equal(at_db_open(path, 1, &db), AT_ERR_DB_CORRUPT);
+    assert_file_is(file, garbage, sizeof garbage);
+
+    /* Garbage after a valid-looking first meta page: LMDB's own check rejects it. */
+    uint32_t magic = 0xBEEFC0DEu, version = 1, psize = 4096;
+    memcpy(garbage + 16, &magic, 4);
+    memcpy(garbage + 20, &version, 4);
+    memcpy(garbage + 40, &psize, 4);
+    write_file(file, garbage, sizeof garbage);
+    assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_CORRUPT);
+    assert_file_is(file, garbage, sizeof garbage);
+    free(file);
+    free(path);
+}
+
+static void test_truncated_file(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    at_result_rec r = sample_result(1);
+    char *key = "k";
+    assert_int_equal(at_db_put_results(db, 1, &key, &r), AT_OK);
+    at_db_close(db);
+    char *file = sub(state, "db/data.mdb");
+    size_t n = 0;
+    char *full = slurp(file, &n);
+    assert_true(n > 4096 + 200);
+
+    size_t cuts[] = {100, 4096 + 100};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        write_file(file, full, cuts[i]);
+        db = (at_db *)1;
+        assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_CORRUPT);
+        assert_null(db);
+        assert_non_null(strstr(at_errmsg(), "is not an autotune database"));
+        assert_file_is(file, full, cuts[i]);
+    }
+    free(full);
+    free(file);
+    free(path);
+}
+
+static void test_newer_schema(void **state)
+{
+    char *path = sub(state, "db");
+    at_db_close(open_ok(path));
+    raw_put(path, "meta", "schema", "99");
+    char *file = sub(state, "db/data.mdb");
+    size_t n = 0;
+    char *before = slurp(file, &n);
+    at_db *db = (at_db *)1;
+    assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_VERSION);
+    assert_null(db);
+    assert_non_null(strstr(at_errmsg(), "newer autotune (schema 99 > 1)"));
+    assert_file_is(file, before, n);
+    assert_int_equal(at_db_open(path, 1, &db), AT_ERR_DB_VERSION);
+    assert_file_is(file, before, n);
+    free(before);
+
+    raw_put(path, "meta", "schema", "abc");
+    before = slurp(file, &n);
+    assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_CORRUPT);
+    assert_non_null(strstr(at_errmsg(), "not a number"));
+    assert_file_is(file, before, n);
+    free(before);
+    free(file);
+    free(path);
+}
+
+static void test_foreign_lmdb(void **state)
+{
+    /* A valid LMDB file that is not ours. */
+    char *path = sub(state, "db");
+    assert_int_equal(mkdir(path, 0755), 0);
+    raw_put(path, "other", "hello", "world");
+    char *file = sub(state, "db/data.mdb");
+    size_t n = 0;
+    char *before = slurp(file, &n);
+    at_db *db = (at_db *)1;
+    assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_CORRUPT);
+    assert_null(db);
+    assert_non_null(strstr(at_errmsg(), "no meta table"));
+    assert_file_is(file, before, n);
+    free(before);
+    free(file);
+    free(path);
+}
+
+static void test_unwritable_path(void **state)
+{
+    at_db *db = (at_db *)1;
+    assert_int_equal(at_db_open("/proc/autotune-x", 0, &db), AT_ERR_DB);
+    assert_null(db);
+    assert_non_null(strstr(at_errmsg(), "/proc/autotune-x"));
+
+    char *plain = sub(state, "plain");
+    write_file(plain, "x", 1);
+    char *under = sub(state, "plain/db");
+    assert_int_equal(at_db_open(under, 0, &db), AT_ERR_DB);
+    assert_non_null(strstr(at_errmsg(), "Not a directory"));
+    assert_int_equal(at_db_open(plain, 0, &db), AT_ERR_DB);
+
+    /* Read-only open of a path without a database. */
+    char *none = sub(state, "none");
+    assert_int_equal(at_db_open(none, 1, &db), AT_ERR_DB);
+    assert_non_null(strstr(at_errmsg(), "no database at"));
+    struct stat st;
+    assert_int_equal(stat(none, &st), -1);
+    assert_int_equal(mkdir(none, 0755), 0);
+    assert_int_equal(at_db_open(none, 1, &db), AT_ERR_DB);
+    assert_non_null(strstr(at_errmsg(), "no database at"));
+
+    assert_int_equal(at_db_open("", 0, &db), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_db_open(NULL, 0, &db), AT_ERR_INVALID_ARG);
+    free(none);
+    free(under);
+    free(plain);
+}
+
+static void test_default_path(void **state)
+{
+    (void)state;
+    char *saved[3];
+    const char *vars[3] = {"AUTOTUNE_DB", "XDG_CACHE_HOME", "HOME"};
+    for (int i = 0; i < 3; i++) saved[i] = getenv(vars[i]) ? strdup(getenv(vars[i])) : NULL;
+
+    setenv("AUTOTUNE_DB", "/x/db", 1);
+    setenv("XDG_CACHE_HOME", "/x/cache", 1);
+    setenv("HOME", "/x/home", 1);
+    char *p = at_db_default_path();
+    assert_string_equal(p, "/x/db");
+    free(p);
+    unsetenv("AUTOTUNE_DB");
+    p = at_db_default_path();
+    assert_string_equal(p, "/x/cache/autotune");
+    free(p);
+    unsetenv("XDG_CACHE_HOME");
+    p = at_db_default_path();
+    assert_string_equal(p, "/x/home/.cache/autotune");
+    free(p);
+
+    for (int i = 0; i < 3; i++) {
+        if (saved[i])
+            setenv(vars[i], saved[i], 1);
+        else
+            unsetenv(vars[i]);
+        free(saved[i]);
+    }
+}
+
+/* Writes batches of results and 4 MiB binaries under its own prefix; 0 on success. */
+static int writer(const char *path, const char *who)
+{
+    at_db *db = NULL;
+    if (at_db_open(path, 0, &db) != AT_OK) {
+        fprintf(stderr, "%s: open: %s\n", who, at_errmsg());
+        return 1;
+    }
+    enum { BATCHES = 20, PER = 100 };
+    size_t n = 4u << 20;
+    unsigned char *bin = malloc(n);
+    int rc = 0;
+    for (int b = 0; b < BATCHES && rc == 0; b++) {
+        char *keys[PER];
+        at_result_rec recs[PER];
+        for (int i = 0; i < PER; i++) {
+            keys[i] = NULL;
+            if (asprintf(&keys[i], "%s|%02d|%03d", who, b, i) < 0) rc = 1;
+            recs[i] = sample_result(b * PER + i);
+        }
+        if (rc == 0 && at_db_put_results(db, PER, keys, recs) != AT_OK) {
+            fprintf(stderr, "%s: put_results: %s\n", who, at_errmsg());
+            rc = 1;
+        }
+        for (int i = 0; i < PER; i++) free(keys[i]);
+        if (rc == 0 && b % 2 == 0) {
+            char key[64];
+            snprintf(key, sizeof key, "%s-%02d", who, b);
+            memset(bin, b, n);
+            if (at_db_put_binary(db, key, bin, n) != AT_OK) {
+                fprintf(stderr, "%s: put_binary: %s\n", who, at_errmsg());
+                rc = 1;
+            }
+        }
+    }
+    free(bin);
+    at_db_close(db);
+    return rc;
+}
+
+static void test_concurrent_processes(void **state)
+{
+    char *path = sub(state, "db");
+    at_db_close(open_ok(path));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(writer(path, "child"));
+    int prc = writer(path, "parent");
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(prc, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    at_db *db = open_ok(path);
+    int count = 0;
+    assert_int_equal(at_db_scan(db, "results", "child|", count_fn, &count), AT_OK);
+    assert_int_equal(count, 2000);
+    count = 0;
+    assert_int_equal(at_db_scan(db, "results", "parent|", count_fn, &count), AT_OK);
+    assert_int_equal(count, 2000);
+    collect c = {0};
+    assert_int_equal(at_db_scan(db, "binaries", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 20);
+    for (int i = 0; i < c.n; i++) assert_string_equal(c.values[i], "4194304 bytes");
+    at_result_rec back, want = sample_result(19 * 100 + 99);
+    assert_int_equal(at_db_get_result(db, "child|19|099", &back), AT_OK);
+    assert_result_equal(&want, &back);
+    at_db_close(db);
+    free(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_create, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_results_roundtrip, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_results_batch, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_get_miss, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_best, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_binaries, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_scan, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_reopen_persists, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_map_growth, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_garbage_file, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_truncated_file, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_newer_schema, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_foreign_lmdb, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_unwritable_path, make_tmp, remove_tmp),
+        cmocka_unit_test(test_default_path),
+        cmocka_unit_test_setup_teardown(test_concurrent_processes, make_tmp, remove_tmp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

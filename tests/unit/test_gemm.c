@@ -1,0 +1,208 @@
+/* test_gemm.c — the GEMM template is correct on the OpenCL device for every layout, over
+ * awkward shapes (1x1x1, primes, tall-skinny, k >> m, n, padded leading dimensions), for the
+ * template's defaults and for configurations covering every parameter value. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "tuner/tuner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct shape {
+    int64_t m, n, k, pad; /* pad: extra elements on every leading dimension */
+} shape;
+
+static const shape g_shapes[] = {
+    {1, 1, 1, 0},       {1, 1, 7, 0},    {7, 5, 3, 0},     {13, 17, 19, 0},
+    {31, 1, 97, 0},     {1, 257, 3, 0},  {67, 73, 129, 3}, {128, 128, 128, 0},
+    {100, 200, 300, 0}, {3, 1000, 2, 0}, {5, 7, 2000, 0},  {64, 64, 64, 5},
+};
+#define NSHAPES (sizeof g_shapes / sizeof g_shapes[0])
+
+typedef struct fixture {
+    at_context *ctx;
+    at_template *t;
+    char dir[64];
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    snprintf(f.dir, sizeof f.dir, "/tmp/at-test-gemm-XXXXXX");
+    if (!mkdtemp(f.dir)) return -1;
+    at_context_options o = {.backend = AT_BACKEND_OPENCL, .db_path = f.dir};
+    if (at_context_create(&o, &f.ctx) != AT_OK) {
+        fprintf(stderr, "context: %s\n", at_context_last_error(f.ctx));
+        return -1;
+    }
+    if (at_template_load("gemm", "opencl", &f.t) != AT_OK) return -1;
+    if (at_template_bind_device(f.t, &f.ctx->info) != AT_OK) return -1;
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    at_template_free(f->t);
+    at_context_destroy(f->ctx);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    return system(cmd);
+}
+
+static void fill(float *x, size_t n, unsigned seed)
+{
+    srand(seed);
+    for (size_t i = 0; i < n; i++) x[i] = (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+/* Runs one configuration on one problem and compares with the CPU reference. Returns 1 if
+ * the configuration is valid for the problem (and was checked), 0 if the space excludes it. */
+static int check_one(fixture *f, const char *config, const shape *s, at_layout layout, float beta)
+{
+    at_gemm_problem g = {
+        .m = s->m, .n = s->n, .k = s->k, .layout = layout, .alpha = 1.5f, .beta = beta};
+    int ta = layout == AT_LAYOUT_TN || layout == AT_LAYOUT_TT;
+    int tb = layout == AT_LAYOUT_NT || layout == AT_LAYOUT_TT;
+    g.lda = (ta ? g.m : g.k) + s->pad;
+    g.ldb = (tb ? g.k : g.n) + s->pad;
+    g.ldc = g.n + s->pad;
+    assert_int_equal(at_gemm_bind(&g, f->t->space), AT_OK);
+    int64_t cfg[AT_MAX_PARAMS];
+    assert_int_equal(at_config_parse(f->t->space, config, cfg), AT_OK);
+    if (!at_space_valid(f->t->space, cfg, NULL, 0)) return 0;
+
+    size_t na = (size_t)((ta ? g.k : g.m) * g.lda), nb = (size_t)((tb ? g.n : g.k) * g.ldb);
+    size_t nc = (size_t)(g.m * g.ldc);
+    float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4), *ref = malloc(nc * 4);
+    double *bound = malloc(nc * sizeof *bound);
+    fill(a, na, 1);
+    fill(b, nb, 2);
+    fill(c, nc, 3);
+    memcpy(ref, c, nc * 4);
+    at_gemm_reference(&g, a, b, ref, bound, NULL, 0);
+    /* With beta == 0, C must not be read: NaN in it must not reach the result. */
+    if (beta == 0.0f)
+        for (size_t i = 0; i < nc; i++) c[i] = NAN;
+
+    at_kernel *k = NULL;
+    at_status st = at_kernel_build(f->ctx, f->t, &g, config, &k);
+    if (st != AT_OK) fail_msg("build %s: %s", config, at_errmsg());
+    at_buffer *da, *db, *dc;
+    assert_int_equal(at_buffer_create(f->ctx, na * 4, &da), AT_OK);
+    assert_int_equal(at_buffer_create(f->ctx, nb * 4, &db), AT_OK);
+    assert_int_equal(at_buffer_create(f->ctx, nc * 4, &dc), AT_OK);
+    assert_int_equal(at_buffer_write(da, 0, a, na * 4), AT_OK);
+    assert_int_equal(at_buffer_write(db, 0, b, nb * 4), AT_OK);
+    assert_int_equal(at_buffer_write(dc, 0, c, nc * 4), AT_OK);
+    assert_int_equal(
+        at_gemm_launch(k, at_buffer_devptr(da), at_buffer_devptr(db), at_buffer_devptr(dc), NULL),
+        AT_OK);
+    assert_int_equal(at_buffer_read(dc, 0, c, nc * 4), AT_OK);
+
+    double tol = at_gemm_tolerance(g.k), worst = 0;
+    for (int64_t i = 0; i < g.m; i++)
+        for (int64_t j = 0; j < g.n; j++) {
+            size_t x = (size_t)(i * g.ldc + j);
+            double e = fabs((double)c[x] - ref[x]) / fmax(bound[x], 1e-30);
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        }
+    if (!(worst <= tol))
+        fail_msg("%s %s %lldx%lldx%lld pad %lld beta %g: max rel error %g > %g", config,
+                 at_layout_name(layout), (long long)g.m, (long long)g.n, (long long)g.k,
+                 (long long)s->pad, beta, worst, tol);
+    at_buffer_destroy(da);
+    at_buffer_destroy(db);
+    at_buffer_destroy(dc);
+    at_kernel_destroy(k);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+    free(bound);
+    return 1;
+}
+
+/* The defaults, then for every value of every parameter the first enumerated configuration
+ * that uses it, so every value is compiled and checked at least once. */
+static size_t pick_configs(fixture *f, char (*out)[512], size_t max)
+{
+    at_space *s = f->t->space;
+    at_gemm_problem g = {.m = 67, .n = 73, .k = 129};
+    at_gemm_bind(&g, s);
+    size_t n = 0;
+    for (size_t d = 0; d < s->ndefaults && n < max; d++)
+        at_config_format(s, s->defaults + d * s->nparams, out[n++], 512);
+    int64_t *cfgs = NULL;
+    size_t nc = 0;
+    assert_int_equal(at_space_enumerate(s, &cfgs, NULL, &nc), AT_OK);
+    assert_true(nc > 0);
+    for (size_t p = 0; p < s->nparams; p++) {
+        for (size_t v = 0; v < s->params[p].nvalues; v++) {
+            int64_t want = s->params[p].values[v];
+            int covered = 0;
+            for (size_t i = 0; i < n && !covered; i++) {
+                int64_t cfg[AT_MAX_PARAMS];
+                at_config_parse(s, out[i], cfg);
+                covered = cfg[p] == want;
+            }
+            /* Spread the picks through the space rather than always taking the first. */
+            for (size_t i = 0; i < nc && !covered && n < max; i++) {
+                size_t j = (i * 7919 + v * 104729 + p * 31) % nc;
+                if (cfgs[j * s->nparams + p] != want) continue;
+                at_config_format(s, cfgs + j * s->nparams, out[n++], 512);
+                covered = 1;
+            }
+        }
+    }
+    free(cfgs);
+    return n;
+}
+
+static void test_gemm_correct_on_awkward_shapes(void **state)
+{
+    fixture *f = *state;
+    static char configs[64][512];
+    size_t n = pick_configs(f, configs, 64);
+    size_t checked = 0;
+    for (size_t c = 0; c < n; c++) {
+        for (size_t s = 0; s < NSHAPES; s++) {
+            /* Every configuration sees every layout across the shapes; two per shape. */
+            for (int l = 0; l < 2; l++) {
+                at_layout layout = (at_layout)((s * 2 + (size_t)l + c) % 4);
+                checked += (size_t)check_one(f, configs[c], &g_shapes[s], layout,
+                                             (s + (size_t)l) % 2 ? 0.5f : 0.0f);
+            }
+        }
+    }
+    print_message("checked %zu (configuration, shape, layout) cases over %zu configurations\n",
+                  checked, n);
+    assert_true(checked >= n * NSHAPES);
+}
+
+static void test_default_kernel_every_layout(void **state)
+{
+    fixture *f = *state;
+    char config[512];
+    at_config_format(f->t->space, f->t->space->defaults, config, sizeof config);
+    for (int l = 0; l < 4; l++) {
+        const shape s = {33, 65, 17, 0};
+        assert_int_equal(check_one(f, config, &s, (at_layout)l, 0.25f), 1);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_kernel_every_layout),
+        cmocka_unit_test(test_gemm_correct_on_awkward_shapes),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

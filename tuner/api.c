@@ -1,0 +1,554 @@
+/* api.c — the public library API (include/autotune.h): contexts, GEMM get/tune/launch,
+ * buffers, discovery. Every failure leaves its detailed message on the context. */
+#include "tuner.h"
+
+#include "../search/search.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+const char *at_strerror(at_status s)
+{
+    switch (s) {
+    case AT_OK:
+        return "success";
+    case AT_ERR_INVALID_ARG:
+        return "invalid argument";
+    case AT_ERR_NO_MEMORY:
+        return "out of memory";
+    case AT_ERR_NO_BACKEND:
+        return "backend not available";
+    case AT_ERR_NO_DEVICE:
+        return "no such device";
+    case AT_ERR_COMPILE:
+        return "kernel compilation failed";
+    case AT_ERR_LAUNCH:
+        return "kernel launch or device operation failed";
+    case AT_ERR_DB:
+        return "database cannot be opened, read or written";
+    case AT_ERR_DB_CORRUPT:
+        return "database file is corrupt";
+    case AT_ERR_DB_VERSION:
+        return "database was written by a newer autotune";
+    case AT_ERR_NOT_FOUND:
+        return "not found";
+    case AT_ERR_TEMPLATE:
+        return "kernel template or tuning space is malformed";
+    case AT_ERR_IO:
+        return "file input/output error";
+    case AT_ERR_UNSUPPORTED:
+        return "not supported";
+    case AT_ERR_NO_VALID_CONFIG:
+        return "no valid configuration";
+    case AT_ERR_INTERNAL:
+        return "internal error";
+    case AT_ERR_INTERRUPTED:
+        return "interrupted";
+    }
+    return "unknown status";
+}
+
+const char *at_version(void) { return AT_VERSION_STRING; }
+
+at_status at_ctx_fail(at_context *ctx, at_status s)
+{
+    if (ctx && s != AT_OK) snprintf(ctx->last_error, sizeof ctx->last_error, "%s", at_errmsg());
+    return s;
+}
+
+const char *at_context_last_error(const at_context *ctx) { return ctx ? ctx->last_error : ""; }
+
+/* ---- context ------------------------------------------------------------------------------ */
+
+static const char *const g_kind_names[] = {"auto", "cuda", "hip", "opencl"};
+
+/* The backend to use: the one asked for, or the first available with a device. */
+static at_status pick_backend(at_backend_kind kind, const at_backend_ops **out)
+{
+    const char *env = getenv("AUTOTUNE_BACKEND");
+    const char *want = NULL;
+    if ((unsigned)kind > AT_BACKEND_OPENCL)
+        return at_fail(AT_ERR_INVALID_ARG, "backend %d is not one of auto, cuda, hip, opencl",
+                       (int)kind);
+    if (kind != AT_BACKEND_AUTO)
+        want = g_kind_names[kind];
+    else if (env && *env && strcmp(env, "auto") != 0)
+        want = env;
+    char why[512] = "";
+    if (want) {
+        const at_backend_ops *ops = at_backend_find(want);
+        if (!ops) {
+            if (strcmp(want, "cuda") && strcmp(want, "hip") && strcmp(want, "opencl"))
+                return at_fail(AT_ERR_INVALID_ARG,
+                               "unknown backend '%s' (AUTOTUNE_BACKEND or --backend: auto, cuda, "
+                               "hip, opencl)",
+                               want);
+            return at_fail(
+                AT_ERR_NO_BACKEND,
+                "backend '%s' is not available: this build of autotune has no %s backend", want,
+                want);
+        }
+        if (ops->probe(why, sizeof why) != AT_OK)
+            return at_fail(AT_ERR_NO_BACKEND, "backend '%s' is not available: %s", want, why);
+        *out = ops;
+        return AT_OK;
+    }
+    for (const at_backend_ops *const *b = at_backend_list(); *b; b++) {
+        if ((*b)->probe(why, sizeof why) == AT_OK && (*b)->device_count() > 0) {
+            *out = *b;
+            return AT_OK;
+        }
+    }
+    return at_fail(AT_ERR_NO_BACKEND,
+                   "no backend with a device is available (autotune devices says why)");
+}
+
+at_status at_context_create(const at_context_options *opts, at_context **out)
+{
+    at_context_options o = {0};
+    if (opts) o = *opts;
+    at_context *ctx = calloc(1, sizeof *ctx);
+    *out = ctx;
+    if (!ctx) return AT_ERR_NO_MEMORY;
+    at_errclear();
+    at_status s = pick_backend(o.backend, &ctx->ops);
+    if (s == AT_OK) {
+        int n = ctx->ops->device_count();
+        if (o.device < 0 || o.device >= n)
+            s = at_fail(AT_ERR_NO_DEVICE, "device %d does not exist: backend %s has %d device%s",
+                        o.device, ctx->ops->name, n, n == 1 ? "" : "s");
+    }
+    if (s == AT_OK) s = ctx->ops->device_info(o.device, &ctx->info);
+    if (s == AT_OK) {
+        ctx->db_path = o.db_path ? at_strdup(o.db_path) : at_db_default_path();
+        if (!ctx->db_path) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    if (s == AT_OK) s = at_db_open(ctx->db_path, 0, &ctx->db);
+    if (s == AT_OK) s = ctx->ops->open(o.device, &ctx->dev);
+    ctx->compile_threads = o.compile_threads;
+    return at_ctx_fail(ctx, s);
+}
+
+void at_context_destroy(at_context *ctx)
+{
+    if (!ctx) return;
+    if (ctx->ops && ctx->dev) ctx->ops->close(ctx->dev);
+    at_db_close(ctx->db);
+    free(ctx->db_path);
+    free(ctx);
+}
+
+const char *at_context_backend(const at_context *ctx) { return ctx->info.backend; }
+const char *at_context_device_name(const at_context *ctx) { return ctx->info.name; }
+const char *at_context_device_key(const at_context *ctx) { return ctx->info.key; }
+void *at_context_native_context(const at_context *ctx)
+{
+    return ctx->dev ? ctx->ops->native_context(ctx->dev) : NULL;
+}
+void *at_context_native_queue(const at_context *ctx)
+{
+    return ctx->dev ? ctx->ops->native_queue(ctx->dev) : NULL;
+}
+
+at_status at_context_synchronize(at_context *ctx)
+{
+    return at_ctx_fail(ctx, ctx->ops->finish(ctx->dev));
+}
+
+static at_status ready(at_context *ctx)
+{
+    if (!ctx) return at_fail(AT_ERR_INVALID_ARG, "no context");
+    if (!ctx->dev)
+        return at_fail(AT_ERR_INVALID_ARG, "the context failed to open: %s", ctx->last_error);
+    return AT_OK;
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------------- */
+
+/* The GEMM template for the context's backend, bound to the device and the problem. */
+static at_status gemm_template(at_context *ctx, const at_gemm_problem *p, at_template **t)
+{
+    AT_TRY(ready(ctx));
+    AT_TRY(at_gemm_validate(p, ctx));
+    AT_TRY(at_template_load("gemm", ctx->info.backend, t));
+    at_status s = at_template_bind_device(*t, &ctx->info);
+    if (s == AT_OK) s = at_gemm_bind(p, (*t)->space);
+    if (s != AT_OK) {
+        at_template_free(*t);
+        *t = NULL;
+    }
+    return s;
+}
+
+/* The database's best entry for p on this device, if made with this template. */
+static int lookup_best(at_context *ctx, const at_gemm_problem *p, const at_template *t,
+                       at_best_rec *b)
+{
+    char pkey[256];
+    at_gemm_key(p, pkey, sizeof pkey);
+    char *key = at_db_best_key(pkey, ctx->info.key);
+    int hit =
+        key && at_db_get_best(ctx->db, key, b) == AT_OK && strcmp(b->template_hash, t->hash) == 0;
+    free(key);
+    return hit;
+}
+
+/* Keys of the best table "gemm/f32/nn/MxNxK|device" for this device, collected by a scan
+ * (LMDB allows one read transaction per thread, so records are read after it). */
+typedef struct key_list {
+    const char *device;
+    char **keys;
+    size_t n, cap;
+} key_list;
+
+static int collect_key(void *user, const char *key, const char *value)
+{
+    (void)value;
+    key_list *l = user;
+    const char *bar = strchr(key, '|');
+    if (!bar || strcmp(bar + 1, l->device) != 0) return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **nk = realloc(l->keys, cap * sizeof *nk);
+        if (!nk) return 1;
+        l->keys = nk;
+        l->cap = cap;
+    }
+    if ((l->keys[l->n] = at_strdup(key))) l->n++;
+    return 0;
+}
+
+/* The tuned entry of the nearest shape (log-ratio distance) on this device with the same
+ * dtype, layout and template whose configuration is valid for p. */
+static int lookup_nearest(at_context *ctx, const at_gemm_problem *p, const at_template *t,
+                          at_best_rec *out)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "gemm/%s/%s/", at_dtype_name(p->dtype),
+             at_layout_name(p->layout));
+    key_list l = {.device = ctx->info.key};
+    int found = 0;
+    double best = INFINITY;
+    if (at_db_scan(ctx->db, "best", prefix, collect_key, &l) == AT_OK) {
+        for (size_t i = 0; i < l.n; i++) {
+            long long m, n, k;
+            at_best_rec b;
+            int64_t cfg[AT_MAX_PARAMS];
+            if (sscanf(l.keys[i] + strlen(prefix), "%lldx%lldx%lld", &m, &n, &k) != 3) continue;
+            double d = fabs(log((double)m / (double)p->m)) + fabs(log((double)n / (double)p->n)) +
+                       fabs(log((double)k / (double)p->k));
+            if (d >= best || at_db_get_best(ctx->db, l.keys[i], &b) != AT_OK) continue;
+            if (strcmp(b.template_hash, t->hash) != 0) continue;
+            if (at_config_parse(t->space, b.config, cfg) != AT_OK ||
+                !at_space_valid(t->space, cfg, NULL, 0))
+                continue;
+            best = d;
+            *out = b;
+            found = 1;
+        }
+    }
+    for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
+    free(l.keys);
+    at_errclear();
+    return found;
+}
+
+/* The first of the template's defaults valid for this problem and device. */
+static at_status default_config(const at_template *t, char *buf, size_t len)
+{
+    const at_space *s = t->space;
+    for (size_t d = 0; d < s->ndefaults; d++) {
+        const int64_t *cfg = s->defaults + d * s->nparams;
+        if (at_space_valid(s, cfg, NULL, 0)) {
+            at_config_format(s, cfg, buf, len);
+            return AT_OK;
+        }
+    }
+    return at_fail(AT_ERR_NO_VALID_CONFIG,
+                   "none of the %s template's defaults is valid for this problem on this device",
+                   s->name);
+}
+
+static void default_tune_options(const at_tune_options *in, at_tune_options *o)
+{
+    if (in) *o = *in;
+    const char *strategy = o->strategy ? o->strategy : "random";
+    /* Without a budget, random search stops after a minute; exhaustive runs to the end. */
+    if (o->max_evals <= 0 && o->max_seconds <= 0 && strcmp(strategy, "exhaustive") != 0)
+        o->max_seconds = 60;
+    if (!o->seed) o->seed = 1;
+}
+
+at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_options *opts,
+                       at_tune_report *report, at_kernel **out)
+{
+    at_tune_report rep_local;
+    at_tune_report *rep = report ? report : &rep_local;
+    memset(rep, 0, sizeof *rep);
+    if (out) *out = NULL;
+    double t0 = at_now();
+    at_tune_options o = {0};
+    default_tune_options(opts, &o);
+    at_template *t = NULL;
+    at_status s = gemm_template(ctx, p, &t);
+    if (s != AT_OK) return at_ctx_fail(ctx, s);
+    rep->space_total =
+        (int64_t)(at_space_total(t->space) > INT64_MAX ? INT64_MAX : at_space_total(t->space));
+
+    at_best_rec b;
+    char config[512] = "";
+    if (!o.force && lookup_best(ctx, p, t, &b)) {
+        /* A cache hit: nothing is compiled, unless the caller wants the kernel and its binary
+         * is not in the database. */
+        rep->cache_hit = 1;
+        rep->best_time_us = b.time_us;
+        rep->best_gflops = b.gflops;
+        rep->best_max_rel_error = b.max_rel_error;
+        snprintf(rep->best_config, sizeof rep->best_config, "%s", b.config);
+        snprintf(config, sizeof config, "%s", b.config);
+    } else {
+        at_problem *prob = NULL;
+        s = at_gemm_problem_make(p, &prob);
+        if (s == AT_OK) s = at_pipeline_tune(ctx, t, prob, &o, rep, config, sizeof config);
+        at_gemm_problem_free(prob);
+    }
+    if (s == AT_OK && out) s = at_kernel_build(ctx, t, p, config, out);
+    at_template_free(t);
+    rep->seconds = at_now() - t0;
+    return at_ctx_fail(ctx, s);
+}
+
+at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags, at_kernel **out,
+                      at_source *source)
+{
+    *out = NULL;
+    at_template *t = NULL;
+    at_status s = gemm_template(ctx, p, &t);
+    if (s != AT_OK) return at_ctx_fail(ctx, s);
+    at_best_rec b;
+    char config[512] = "";
+    at_source src = AT_SOURCE_HIT;
+    if (lookup_best(ctx, p, t, &b)) {
+        snprintf(config, sizeof config, "%s", b.config);
+    } else if (flags & AT_GET_ALLOW_TUNE) {
+        at_template_free(t);
+        if (source) *source = AT_SOURCE_TUNED;
+        return at_gemm_tune(ctx, p, NULL, NULL, out);
+    } else if (lookup_nearest(ctx, p, t, &b)) {
+        src = AT_SOURCE_NEAREST;
+        snprintf(config, sizeof config, "%s", b.config);
+    } else if (flags & AT_GET_NO_FALLBACK) {
+        char key[256];
+        at_gemm_key(p, key, sizeof key);
+        s = at_fail(AT_ERR_NOT_FOUND, "no tuned entry for %s on %s", key, ctx->info.key);
+    } else {
+        src = AT_SOURCE_DEFAULT;
+        s = default_config(t, config, sizeof config);
+    }
+    if (s == AT_OK) s = at_kernel_build(ctx, t, p, config, out);
+    if (s == AT_OK && source) *source = src;
+    at_template_free(t);
+    return at_ctx_fail(ctx, s);
+}
+
+at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, void *stream)
+{
+    if (!k) return at_fail(AT_ERR_INVALID_ARG, "no kernel");
+    if (!a.handle || !b.handle || !c.handle)
+        return at_ctx_fail(
+            k->ctx, at_fail(AT_ERR_INVALID_ARG, "a NULL buffer was passed to at_gemm_launch"));
+    const at_gemm_problem *p = &k->problem;
+    int ta = p->layout == AT_LAYOUT_TN || p->layout == AT_LAYOUT_TT;
+    int tb = p->layout == AT_LAYOUT_NT || p->layout == AT_LAYOUT_TT;
+    int M = (int)p->m, N = (int)p->n, K = (int)p->k;
+    int lda = (int)(p->lda ? p->lda : (ta ? p->m : p->k));
+    int ldb = (int)(p->ldb ? p->ldb : (tb ? p->k : p->n));
+    int ldc = (int)(p->ldc ? p->ldc : p->n);
+    const at_karg args[] = {{sizeof M, &M},
+                            {sizeof N, &N},
+                            {sizeof K, &K},
+                            {sizeof(float), &p->alpha},
+                            {sizeof(float), &p->beta},
+                            {sizeof(void *), &a.handle},
+                            {sizeof lda, &lda},
+                            {sizeof(void *), &b.handle},
+                            {sizeof ldb, &ldb},
+                            {sizeof(void *), &c.handle},
+                            {sizeof ldc, &ldc}};
+    at_context *ctx = k->ctx;
+    return at_ctx_fail(ctx, ctx->ops->launch(ctx->dev, k->prog, args, sizeof args / sizeof args[0],
+                                             k->global, k->local, k->dims, stream, NULL));
+}
+
+const char *at_kernel_config(const at_kernel *k) { return k ? k->config : ""; }
+
+void at_kernel_destroy(at_kernel *k)
+{
+    if (!k) return;
+    if (k->prog) k->ctx->ops->program_free(k->prog);
+    free(k);
+}
+
+at_status at_gemm_space(at_context *ctx, const at_gemm_problem *p, at_space_info *info,
+                        int (*visit)(void *user, const char *config), void *user)
+{
+    memset(info, 0, sizeof *info);
+    at_template *t = NULL;
+    at_status s = gemm_template(ctx, p, &t);
+    if (s != AT_OK) return at_ctx_fail(ctx, s);
+    const at_space *sp = t->space;
+    int64_t *configs = NULL;
+    size_t n = 0;
+    s = at_space_enumerate(sp, &configs, NULL, &n);
+    if (s == AT_OK) {
+        info->total = (int64_t)(at_space_total(sp) > INT64_MAX ? INT64_MAX : at_space_total(sp));
+        info->valid = (int64_t)n;
+        info->nparams = (int)sp->nparams;
+        size_t off = 0;
+        for (size_t j = 0; j < sp->nparams && off < sizeof info->params; j++) {
+            off += (size_t)snprintf(info->params + off, sizeof info->params - off,
+                                    "%s%s=", j ? " " : "", sp->params[j].name);
+            for (size_t v = 0; v < sp->params[j].nvalues && off < sizeof info->params; v++)
+                off += (size_t)snprintf(info->params + off, sizeof info->params - off, "%s%lld",
+                                        v ? "|" : "", (long long)sp->params[j].values[v]);
+        }
+        char buf[512];
+        for (size_t i = 0; visit && i < n; i++) {
+            at_config_format(sp, configs + i * sp->nparams, buf, sizeof buf);
+            if (visit(user, buf)) break;
+        }
+    }
+    free(configs);
+    at_template_free(t);
+    return at_ctx_fail(ctx, s);
+}
+
+/* ---- buffers -------------------------------------------------------------------------------- */
+
+struct at_buffer {
+    at_context *ctx;
+    at_bbuf b;
+};
+
+at_status at_buffer_create(at_context *ctx, size_t bytes, at_buffer **out)
+{
+    *out = NULL;
+    AT_TRY(ready(ctx));
+    if (bytes == 0) return at_ctx_fail(ctx, at_fail(AT_ERR_INVALID_ARG, "a buffer of 0 bytes"));
+    at_buffer *b = calloc(1, sizeof *b);
+    if (!b) return AT_ERR_NO_MEMORY;
+    b->ctx = ctx;
+    at_status s = ctx->ops->buffer_alloc(ctx->dev, bytes, &b->b);
+    if (s != AT_OK) {
+        free(b);
+        return at_ctx_fail(ctx, s);
+    }
+    *out = b;
+    return AT_OK;
+}
+
+static at_status check_range(const at_buffer *b, size_t offset, size_t bytes)
+{
+    if (!b) return at_fail(AT_ERR_INVALID_ARG, "no buffer");
+    if (offset > b->b.bytes || bytes > b->b.bytes - offset)
+        return at_ctx_fail(b->ctx, at_fail(AT_ERR_INVALID_ARG,
+                                           "range %zu+%zu is outside a buffer of %zu bytes", offset,
+                                           bytes, b->b.bytes));
+    return AT_OK;
+}
+
+at_status at_buffer_write(at_buffer *b, size_t offset, const void *src, size_t bytes)
+{
+    AT_TRY(check_range(b, offset, bytes));
+    return at_ctx_fail(b->ctx, b->ctx->ops->buffer_write(b->ctx->dev, b->b, offset, src, bytes));
+}
+
+at_status at_buffer_read(at_buffer *b, size_t offset, void *dst, size_t bytes)
+{
+    AT_TRY(check_range(b, offset, bytes));
+    return at_ctx_fail(b->ctx, b->ctx->ops->buffer_read(b->ctx->dev, b->b, offset, dst, bytes));
+}
+
+at_devptr at_buffer_devptr(const at_buffer *b)
+{
+    at_devptr d = {b ? b->b.handle : NULL};
+    return d;
+}
+
+void at_buffer_destroy(at_buffer *b)
+{
+    if (!b) return;
+    b->ctx->ops->buffer_free(b->ctx->dev, b->b);
+    free(b);
+}
+
+/* ---- discovery --------------------------------------------------------------------------------
+ */
+
+at_status at_backends_query(at_backend_desc *out, int max, int *n)
+{
+    *n = 0;
+    for (int i = 1; i < 4 && *n < max; i++) {
+        at_backend_desc *d = &out[(*n)++];
+        memset(d, 0, sizeof *d);
+        snprintf(d->name, sizeof d->name, "%s", g_kind_names[i]);
+        const at_backend_ops *ops = at_backend_find(g_kind_names[i]);
+        if (!ops) {
+            snprintf(d->why, sizeof d->why, "this build of autotune has no %s backend",
+                     g_kind_names[i]);
+        } else if (ops->probe(d->why, sizeof d->why) == AT_OK) {
+            d->available = 1;
+            d->ndevices = ops->device_count();
+            d->why[0] = '\0';
+            if (!d->ndevices)
+                snprintf(d->why, sizeof d->why, "the runtime loaded but reports no device");
+        }
+    }
+    return AT_OK;
+}
+
+at_status at_device_query(const char *backend, int index, at_device_desc *out)
+{
+    memset(out, 0, sizeof *out);
+    const at_backend_ops *ops = backend ? at_backend_find(backend) : NULL;
+    char why[512];
+    if (!ops)
+        return at_fail(AT_ERR_NO_BACKEND, "no backend '%s' in this build",
+                       backend ? backend : "(null)");
+    AT_TRY(ops->probe(why, sizeof why));
+    at_device_info info;
+    AT_TRY(ops->device_info(index, &info));
+    snprintf(out->backend, sizeof out->backend, "%s", info.backend);
+    out->index = index;
+    snprintf(out->name, sizeof out->name, "%s", info.name);
+    snprintf(out->vendor, sizeof out->vendor, "%s", info.vendor);
+    snprintf(out->driver, sizeof out->driver, "%s", info.driver);
+    snprintf(out->key, sizeof out->key, "%s", info.key);
+    out->compute_units = info.compute_units;
+    out->max_work_group_size = info.max_work_group_size;
+    out->local_mem_bytes = info.local_mem_bytes;
+    out->global_mem_bytes = info.global_mem_bytes;
+    out->is_cpu = info.is_cpu;
+    return AT_OK;
+}
+
+at_status at_db_visit(const char *path, const char *table, const char *prefix,
+                      int (*visit)(void *user, const char *key, const char *value), void *user,
+                      char *why, size_t whylen)
+{
+    at_db *db = NULL;
+    char *def = path ? NULL : at_db_default_path();
+    at_status s = at_db_open(path ? path : def, 1, &db);
+    if (s == AT_OK) s = at_db_scan(db, table, prefix, visit, user);
+    if (s != AT_OK && why) snprintf(why, whylen, "%s", at_errmsg());
+    at_db_close(db);
+    free(def);
+    return s;
+}
+
+char *at_db_default_location(void) { return at_db_default_path(); }
+
+const char *const *at_tune_strategies(void) { return at_search_strategies(); }
