@@ -85,12 +85,10 @@ typedef struct at_gemm_problem {
     int64_t lda, ldb, ldc; /* leading dimensions in elements; 0 means packed */
 } at_gemm_problem;
 
-/* Flags of at_gemm_get(). */
-#define AT_GET_ALLOW_TUNE                                                                          \
-    1u /* on a miss, tune now (with default options) instead of falling back */
-#define AT_GET_NO_FALLBACK                                                                         \
-    2u /* on a miss, return AT_ERR_NOT_FOUND rather than a default kernel                          \
-        */
+/* Flags of at_gemm_get(). On a miss, ALLOW_TUNE tunes now (default options) instead of falling
+ * back; NO_FALLBACK returns AT_ERR_NOT_FOUND rather than a nearest-shape or default kernel. */
+#define AT_GET_ALLOW_TUNE  1u
+#define AT_GET_NO_FALLBACK 2u
 
 typedef struct at_tune_options {
     const char *strategy; /* "exhaustive" or "random" (default) */
@@ -140,7 +138,8 @@ void *at_context_native_queue(const at_context *ctx);
 /* ---- GEMM ------------------------------------------------------------------------------- */
 
 /* A ready kernel for the problem: the database's tuned entry, else tuned now when flags has
- * AT_GET_ALLOW_TUNE, else the nearest tuned shape, else the built-in default configuration.
+ * AT_GET_ALLOW_TUNE, else the nearest tuned shape (same device, dtype, layout and template, log-
+ * ratio distance, config valid for p), else the template's first valid default configuration.
  * *source (may be NULL) says which. Returns AT_ERR_INVALID_ARG, AT_ERR_UNSUPPORTED,
  * AT_ERR_NOT_FOUND (AT_GET_NO_FALLBACK), AT_ERR_COMPILE, AT_ERR_DB. */
 at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags, at_kernel **out,

@@ -337,13 +337,13 @@ at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags,
         at_template_free(t);
         if (source) *source = AT_SOURCE_TUNED;
         return at_gemm_tune(ctx, p, NULL, NULL, out);
-    } else if (lookup_nearest(ctx, p, t, &b)) {
-        src = AT_SOURCE_NEAREST;
-        snprintf(config, sizeof config, "%s", b.config);
     } else if (flags & AT_GET_NO_FALLBACK) {
         char key[256];
         at_gemm_key(p, key, sizeof key);
         s = at_fail(AT_ERR_NOT_FOUND, "no tuned entry for %s on %s", key, ctx->info.key);
+    } else if (lookup_nearest(ctx, p, t, &b)) {
+        src = AT_SOURCE_NEAREST;
+        snprintf(config, sizeof config, "%s", b.config);
     } else {
         src = AT_SOURCE_DEFAULT;
         s = default_config(t, config, sizeof config);

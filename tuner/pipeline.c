@@ -522,7 +522,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     rep->failed = r.failed;
     rep->seconds = at_now() - t0;
     if (st == AT_OK && cancelled)
-        st = at_fail(AT_ERR_INTERNAL,
+        st = at_fail(AT_ERR_INTERRUPTED,
                      "interrupted after %lld candidates; measurements are saved "
                      "and the next run resumes",
                      (long long)r.evaluated);

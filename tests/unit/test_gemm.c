@@ -1,6 +1,7 @@
 /* test_gemm.c — the GEMM template is correct on the OpenCL device for every layout, over
  * awkward shapes (1x1x1, primes, tall-skinny, k >> m, n, padded leading dimensions), for the
  * template's defaults and for configurations covering every parameter value. */
+#define _DEFAULT_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,12 +175,10 @@ static void test_gemm_correct_on_awkward_shapes(void **state)
     size_t checked = 0;
     for (size_t c = 0; c < n; c++) {
         for (size_t s = 0; s < NSHAPES; s++) {
-            /* Every configuration sees every layout across the shapes; two per shape. */
-            for (int l = 0; l < 2; l++) {
-                at_layout layout = (at_layout)((s * 2 + (size_t)l + c) % 4);
-                checked += (size_t)check_one(f, configs[c], &g_shapes[s], layout,
-                                             (s + (size_t)l) % 2 ? 0.5f : 0.0f);
-            }
+            /* Every configuration sees every layout across the shapes. */
+            at_layout layout = (at_layout)((s + c) % 4);
+            checked +=
+                (size_t)check_one(f, configs[c], &g_shapes[s], layout, (s + c) % 2 ? 0.5f : 0.0f);
         }
     }
     print_message("checked %zu (configuration, shape, layout) cases over %zu configurations\n",

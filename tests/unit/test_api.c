@@ -1,0 +1,221 @@
+/* test_api.c — the public library API on the OpenCL device: context errors, get with its
+ * fallbacks (default, hit, nearest, no-fallback), tune with report and cache hit, resume after
+ * cancel, bad problems, buffer range checks. */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "autotune.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char g_dir[64];
+
+static at_context *open_ctx(void)
+{
+    at_context_options o = {.backend = AT_BACKEND_OPENCL, .db_path = g_dir};
+    at_context *ctx = NULL;
+    at_status s = at_context_create(&o, &ctx);
+    if (s != AT_OK) fail_msg("context: %s", at_context_last_error(ctx));
+    return ctx;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/at-test-api-XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    return system(cmd);
+}
+
+static void test_context_errors(void **state)
+{
+    (void)state;
+    at_context *ctx = NULL;
+    at_context_options o = {.backend = AT_BACKEND_CUDA, .db_path = g_dir};
+    assert_int_equal(at_context_create(&o, &ctx), AT_ERR_NO_BACKEND);
+    assert_non_null(strstr(at_context_last_error(ctx), "cuda"));
+    at_context_destroy(ctx);
+
+    o.backend = AT_BACKEND_OPENCL;
+    o.device = 99;
+    assert_int_equal(at_context_create(&o, &ctx), AT_ERR_NO_DEVICE);
+    assert_non_null(strstr(at_context_last_error(ctx), "device 99"));
+    at_context_destroy(ctx);
+
+    o.device = 0;
+    o.db_path = "/proc/no-such-autotune-db";
+    assert_int_equal(at_context_create(&o, &ctx), AT_ERR_DB);
+    assert_non_null(strstr(at_context_last_error(ctx), "/proc/no-such-autotune-db"));
+    at_context_destroy(ctx);
+    at_context_destroy(NULL);
+    assert_string_equal(at_strerror(AT_ERR_DB_VERSION), "database was written by a newer autotune");
+}
+
+static void test_bad_problems(void **state)
+{
+    (void)state;
+    at_context *ctx = open_ctx();
+    at_kernel *k = NULL;
+    at_gemm_problem p = {.m = 0, .n = 4, .k = 4, .alpha = 1};
+    assert_int_equal(at_gemm_get(ctx, &p, 0, &k, NULL), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_context_last_error(ctx), "m = 0"));
+    p.m = 4;
+    p.dtype = AT_DTYPE_F16;
+    assert_int_equal(at_gemm_get(ctx, &p, 0, &k, NULL), AT_ERR_UNSUPPORTED);
+    p.dtype = AT_DTYPE_F32;
+    p.lda = 2; /* < k */
+    assert_int_equal(at_gemm_get(ctx, &p, 0, &k, NULL), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_context_last_error(ctx), "lda"));
+    p.lda = 0;
+    p.layout = (at_layout)9;
+    assert_int_equal(at_gemm_get(ctx, &p, 0, &k, NULL), AT_ERR_INVALID_ARG);
+    assert_null(k);
+    at_tune_options t = {.strategy = "nope"};
+    p.layout = AT_LAYOUT_NN;
+    assert_int_equal(at_gemm_tune(ctx, &p, &t, NULL, NULL), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_context_last_error(ctx), "nope"));
+    at_context_destroy(ctx);
+}
+
+static void test_get_tune_hit_nearest(void **state)
+{
+    (void)state;
+    at_context *ctx = open_ctx();
+    at_gemm_problem p = {.m = 40, .n = 24, .k = 31, .alpha = 1};
+    at_kernel *k = NULL;
+    at_source src;
+
+    assert_int_equal(at_gemm_get(ctx, &p, AT_GET_NO_FALLBACK, &k, &src), AT_ERR_NOT_FOUND);
+    assert_int_equal(at_gemm_get(ctx, &p, 0, &k, &src), AT_OK);
+    assert_int_equal(src, AT_SOURCE_DEFAULT);
+    at_kernel_destroy(k);
+
+    at_tune_options t = {.strategy = "random", .max_evals = 4, .seed = 3};
+    at_tune_report r;
+    assert_int_equal(at_gemm_tune(ctx, &p, &t, &r, &k), AT_OK);
+    assert_int_equal(r.evaluated, 4);
+    assert_int_equal(r.measured, 4);
+    assert_int_equal(r.cache_hit, 0);
+    assert_true(r.space > 0 && r.space <= r.space_total);
+    assert_true(r.best_time_us > 0 && r.best_gflops > 0);
+    assert_true(r.best_max_rel_error < 1e-4);
+    assert_string_equal(at_kernel_config(k), r.best_config);
+    at_kernel_destroy(k);
+
+    /* A second tune is a cache hit: nothing measured. */
+    assert_int_equal(at_gemm_tune(ctx, &p, &t, &r, NULL), AT_OK);
+    assert_int_equal(r.cache_hit, 1);
+    assert_int_equal(r.measured, 0);
+    assert_true(r.seconds < 1.0);
+
+    assert_int_equal(at_gemm_get(ctx, &p, 0, &k, &src), AT_OK);
+    assert_int_equal(src, AT_SOURCE_HIT);
+    at_kernel_destroy(k);
+
+    /* A nearby shape falls back to the nearest tuned one. */
+    at_gemm_problem q = p;
+    q.m = 44;
+    assert_int_equal(at_gemm_get(ctx, &q, 0, &k, &src), AT_OK);
+    assert_int_equal(src, AT_SOURCE_NEAREST);
+    at_kernel_destroy(k);
+    /* Another layout has no tuned neighbour. */
+    q.layout = AT_LAYOUT_TT;
+    assert_int_equal(at_gemm_get(ctx, &q, 0, &k, &src), AT_OK);
+    assert_int_equal(src, AT_SOURCE_DEFAULT);
+    at_kernel_destroy(k);
+    at_context_destroy(ctx);
+
+    /* A new process (context) loads the tuned kernel from the binaries table. */
+    ctx = open_ctx();
+    assert_int_equal(at_gemm_get(ctx, &p, AT_GET_NO_FALLBACK, &k, &src), AT_OK);
+    assert_int_equal(src, AT_SOURCE_HIT);
+    at_kernel_destroy(k);
+    at_context_destroy(ctx);
+}
+
+static void cancel_after_three(void *user, int64_t done, int64_t budget, double best, double t)
+{
+    (void)budget;
+    (void)best;
+    (void)t;
+    if (done >= 3) *(volatile int *)user = 1;
+}
+
+static void test_cancel_then_resume(void **state)
+{
+    (void)state;
+    at_context *ctx = open_ctx();
+    at_gemm_problem p = {.m = 21, .n = 18, .k = 9, .alpha = 1, .beta = 0.5f};
+    volatile int cancel = 0;
+    at_tune_options t = {.strategy = "random",
+                         .max_evals = 6,
+                         .seed = 11,
+                         .progress = cancel_after_three,
+                         .progress_user = (void *)&cancel,
+                         .cancel = &cancel};
+    at_tune_report r;
+    assert_int_equal(at_gemm_tune(ctx, &p, &t, &r, NULL), AT_ERR_INTERRUPTED);
+    assert_int_equal(r.measured, 3);
+    at_kernel *k = NULL;
+    /* No best entry was written: the problem is still a miss. */
+    assert_int_equal(at_gemm_get(ctx, &p, AT_GET_NO_FALLBACK, &k, NULL), AT_ERR_NOT_FOUND);
+
+    /* The same run again measures only the three it had not reached. */
+    t.progress = NULL;
+    t.cancel = NULL;
+    assert_int_equal(at_gemm_tune(ctx, &p, &t, &r, NULL), AT_OK);
+    assert_int_equal(r.evaluated, 6);
+    assert_int_equal(r.measured, 3);
+    assert_int_equal(at_gemm_get(ctx, &p, AT_GET_NO_FALLBACK, &k, NULL), AT_OK);
+    at_kernel_destroy(k);
+    at_context_destroy(ctx);
+}
+
+static void test_buffers(void **state)
+{
+    (void)state;
+    at_context *ctx = open_ctx();
+    at_buffer *b = NULL;
+    assert_int_equal(at_buffer_create(ctx, 0, &b), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_buffer_create(ctx, 64, &b), AT_OK);
+    char in[64], out[64];
+    for (int i = 0; i < 64; i++) in[i] = (char)i;
+    assert_int_equal(at_buffer_write(b, 0, in, 64), AT_OK);
+    assert_int_equal(at_buffer_write(b, 60, in, 8), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_buffer_read(b, 16, out, 16), AT_OK);
+    assert_memory_equal(out, in + 16, 16);
+    assert_non_null(at_buffer_devptr(b).handle);
+    assert_non_null(at_context_native_context(ctx));
+    assert_non_null(at_context_native_queue(ctx));
+    assert_int_equal(at_context_synchronize(ctx), AT_OK);
+    at_buffer_destroy(b);
+    at_buffer_destroy(NULL);
+    at_kernel_destroy(NULL);
+    at_context_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_context_errors),
+        cmocka_unit_test(test_bad_problems),
+        cmocka_unit_test(test_get_tune_hit_nearest),
+        cmocka_unit_test(test_cancel_then_resume),
+        cmocka_unit_test(test_buffers),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
