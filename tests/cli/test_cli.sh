@@ -115,7 +115,7 @@ expect 0 "from the database" -- gemm --m 37 --n 29 --k 53 --db "$db"
 expect 0 "gemm/f32/nn/41x29x53" -- db list --db "$db"
 expect 0 "best +gemm/f32/nn/37x29x53" -- db show gemm/f32/nn/37x29x53 --db "$db"
 expect 0 "status=ok" -- db show gemm/f32/nn/37x29x53 --db "$db"
-expect 0 "bytes" -- db list --table binaries --db "$db"
+expect 0 "^[0-9a-f]{16}$" -- db list --table binaries --db "$db"
 expect 2 "unknown table" -- db list --table nope --db "$db"
 
 # Every layout tunes and verifies.
@@ -167,7 +167,45 @@ for kind in garbage truncated newer; do
 done
 
 # ---- a template that fails to compile or computes wrong numbers: recorded, the run goes on ----
-if [ -f "$here/sabotage.sh" ]; then . "$here/sabotage.sh"; fi
+# A copy of the templates with a tiny space (8 configs): BM=16,BN=16 does not compile and
+# BM=16,BN=32 writes a wrong C[0] (two configs each, SA=0 and SA=1).
+tpl="$work/templates"
+mkdir -p "$tpl"
+cp "$here/../../templates/opencl.h" "$tpl/"
+python3 - "$here/../../templates" "$tpl" <<'PY'
+import re, sys
+src, dst = sys.argv[1], sys.argv[2]
+y = open(src + "/gemm.yaml").read()
+small = {"BM": "[16, 32]", "BN": "[16, 32]", "BK": "[8]", "TM": "[2]", "TN": "[2]", "VW": "[1]",
+         "STRN": "[0]", "SA": "[0, 1]", "SB": "[0]", "PAD": "[0]", "UNROLL": "[1]"}
+for name, values in small.items():
+    y, n = re.subn(r"(?m)^(  %s:\s*)\[[^\]]*\]" % name, r"\g<1>" + values, y)
+    assert n == 1, name
+y = y[:y.index("defaults:")] + "defaults:\n  - {BM: 32, BN: 32, BK: 8, TM: 2, TN: 2, VW: 1, STRN: 0, SA: 0, SB: 0, PAD: 0, UNROLL: 1}\n"
+open(dst + "/gemm.yaml", "w").write(y)
+k = open(src + "/gemm.cl").read()
+end = k.rstrip().rindex("}")
+k = ("#if BM == 16 && BN == 16\n#error deliberately broken candidate\n#endif\n" + k[:end] +
+     "#if BM == 16 && BN == 32\n    if (GROUP_ID(0) == 0 && GROUP_ID(1) == 0 && LOCAL_ID(0) == 0 && LOCAL_ID(1) == 0)\n"
+     "        C[0] = 12345.0f;\n#endif\n" + k[end:])
+open(dst + "/gemm.cl", "w").write(k)
+PY
+db3="$work/db3"
+if AUTOTUNE_TEMPLATE_PATH="$tpl" "$AT" gemm --m 45 --n 39 --k 17 --strategy exhaustive --db "$db3" --json \
+  >"$work/out.json" 2>"$work/err"; then
+  ok "a run with a broken and a wrong candidate completes"
+else
+  bad "sabotaged run failed: $(cat "$work/err")"
+fi
+json 'd["candidates"]["evaluated"] == 8 and d["candidates"]["failed"] == 4 and d["candidates"]["space"] == 8' |
+  grep -q True && ok "8 evaluated, 4 failed" || bad "sabotaged candidates: $(json 'd["candidates"]')"
+json '"BM=16,BN=16" not in d["best"]["config"] and "BM=16,BN=32" not in d["best"]["config"]' | grep -q True &&
+  ok "best is neither failed candidate" || bad "best: $(json 'd["best"]')"
+shown=$("$AT" db show gemm/f32/nn/45x39x17 --db "$db3")
+grep -A1 "BM=16,BN=16," <<<"$shown" | grep -q "status=compile_error.*deliberately broken" &&
+  ok "compile error recorded with the compiler's message" || bad "no compile_error: $shown"
+grep -A1 "BM=16,BN=32," <<<"$shown" | grep -q "status=wrong_result" &&
+  ok "wrong result recorded" || bad "no wrong_result: $shown"
 
 echo
 echo "$pass passed, $fail failed"
