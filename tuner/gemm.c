@@ -81,6 +81,13 @@ at_status at_gemm_bind(const at_gemm_problem *g, at_space *s)
     AT_TRY(at_space_set(s, "k", g->k));
     AT_TRY(at_space_set(s, "ta", trans_a(g)));
     AT_TRY(at_space_set(s, "tb", trans_b(g)));
+    /* Offsets need 64 bits when an operand, with its leading dimension, spans 2^31 elements. */
+    int64_t lda, ldb, ldc;
+    resolve_ld(g, &lda, &ldb, &ldc);
+    double span = fmax(fmax((double)(trans_a(g) ? g->k : g->m) * (double)lda,
+                            (double)(trans_b(g) ? g->n : g->k) * (double)ldb),
+                       (double)g->m * (double)ldc);
+    AT_TRY(at_space_set(s, "big", span >= 2147483648.0));
     return AT_OK;
 }
 

@@ -70,7 +70,7 @@ const char *at_dtype_name(at_dtype d);
 /* The problem for the pipeline (random inputs in [-1, 1] with a fixed seed). */
 at_status at_gemm_problem_make(const at_gemm_problem *g, at_problem **out);
 void at_gemm_problem_free(at_problem *p);
-/* Binds the GEMM problem variables (m n k ta tb) in a space. */
+/* Binds the GEMM problem variables (m n k ta tb big) in a space. */
 at_status at_gemm_bind(const at_gemm_problem *g, at_space *s);
 /* The CPU reference: C = alpha*op(A)*op(B) + beta*C for the rows in rows[0..nrows) (all rows
  * if rows is NULL), double accumulation; also the per-element error bound sum |alpha a b| +
