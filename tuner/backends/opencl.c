@@ -304,7 +304,7 @@ static int64_t dev_uint(cl_device_id d, cl_device_info what)
 
 static at_status ocl_device_info(int idx, at_device_info *out)
 {
-    ocl_dev_entry e;
+    ocl_dev_entry e = {0};
     AT_TRY(get_entry(idx, &e));
     memset(out, 0, sizeof *out);
     snprintf(out->backend, sizeof out->backend, "opencl");
@@ -378,7 +378,7 @@ static void ocl_close(at_bdev *d)
 static at_status ocl_open(int idx, at_bdev **out)
 {
     *out = NULL;
-    ocl_dev_entry e;
+    ocl_dev_entry e = {0};
     AT_TRY(get_entry(idx, &e));
     at_bdev *d = calloc(1, sizeof *d);
     if (!d) return at_fail(AT_ERR_NO_MEMORY, "out of memory opening OpenCL device %d", idx);
