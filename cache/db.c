@@ -1049,7 +1049,7 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
     char *kbuf = NULL, *vbuf = NULL;
     size_t kcap = 0, vcap = 0;
     while (rc == MDB_SUCCESS) {
-        if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0) break;
+        if (plen && (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)) break;
         char sizebuf[48];
         const void *vp = v.mv_data;
         size_t vn = v.mv_size;
