@@ -48,6 +48,16 @@ PEERS_MAX_RUNS=${PEERS_MAX_RUNS:-10}
 SKIP=${SKIP:-}
 CC=${CC:-cc}
 
+# The peers come from Debian: install what is missing (as root, or with sudo).
+PEER_PACKAGES="libclblast-dev clblast-utils libopenblas-dev pocl-opencl-icd ocl-icd-opencl-dev clinfo"
+if ! dpkg-query -W $PEER_PACKAGES >/dev/null 2>&1; then
+    SUDO=
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        $PEER_PACKAGES >/dev/null
+fi
+
 STEPS="$OUTDIR/steps"
 mkdir -p "$STEPS"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/autotune-pocl-bench.XXXXXX")
