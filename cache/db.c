@@ -864,21 +864,31 @@ at_status at_db_put_results(at_db *db, size_t n, char *const *keys, const at_res
     return s;
 }
 
-at_status at_db_get_result(at_db *db, const char *key, at_result_rec *out)
+/* Reads the record at key of a table and parses it into out; `what` names it in errors. */
+static at_status get_record(at_db *db, int table, const char *key, const char *what,
+                            int (*parse)(const char *, size_t, void *), void *out)
 {
-    if (!out) return at_fail(AT_ERR_INVALID_ARG, "at_db_get_result: out is NULL");
+    if (!out) return at_fail(AT_ERR_INVALID_ARG, "reading %s: out is NULL", what);
     AT_TRY(enter(db));
     at_status s = check_key(db, key);
     char *text = NULL;
     size_t len = 0;
-    if (s == AT_OK) s = get_copy(db, T_RESULTS, key, &text, &len);
+    if (s == AT_OK) s = get_copy(db, table, key, &text, &len);
     leave(db);
     if (s != AT_OK) return s;
-    if (parse_result(text, len, out) != 0)
-        s = at_fail(AT_ERR_DB_CORRUPT, "database %s: result '%s' does not parse: %.200s", db->path,
-                    key, text);
+    if (parse(text, len, out) != 0)
+        s = at_fail(AT_ERR_DB_CORRUPT, "database %s: %s '%s' does not parse: %.200s", db->path,
+                    what, key, text);
     free(text);
     return s;
+}
+
+static int parse_result_any(const char *s, size_t len, void *r) { return parse_result(s, len, r); }
+static int parse_best_any(const char *s, size_t len, void *r) { return parse_best(s, len, r); }
+
+at_status at_db_get_result(at_db *db, const char *key, at_result_rec *out)
+{
+    return get_record(db, T_RESULTS, key, "result", parse_result_any, out);
 }
 
 /* ---- best ------------------------------------------------------------------------------- */
@@ -941,19 +951,7 @@ at_status at_db_put_best(at_db *db, const char *key, const at_best_rec *rec, int
 
 at_status at_db_get_best(at_db *db, const char *key, at_best_rec *out)
 {
-    if (!out) return at_fail(AT_ERR_INVALID_ARG, "at_db_get_best: out is NULL");
-    AT_TRY(enter(db));
-    at_status s = check_key(db, key);
-    char *text = NULL;
-    size_t len = 0;
-    if (s == AT_OK) s = get_copy(db, T_BEST, key, &text, &len);
-    leave(db);
-    if (s != AT_OK) return s;
-    if (parse_best(text, len, out) != 0)
-        s = at_fail(AT_ERR_DB_CORRUPT, "database %s: best '%s' does not parse: %.200s", db->path,
-                    key, text);
-    free(text);
-    return s;
+    return get_record(db, T_BEST, key, "best", parse_best_any, out);
 }
 
 /* ---- binaries --------------------------------------------------------------------------- */

@@ -97,7 +97,10 @@ typedef struct at_tune_options {
     uint64_t seed;        /* 0: a fixed default seed */
     int force;            /* re-measure even if the database has results */
     /* Progress callback after each measured candidate; may be NULL. */
-    void (*progress)(void *user, int64_t done, int64_t budget, double best_us, double elapsed_s);
+    /* done: candidates evaluated; budget: the evaluation budget (0: none); eta_s: estimated
+     * seconds left (from the evaluation or time budget, whichever ends first; 0 if unknown). */
+    void (*progress)(void *user, int64_t done, int64_t budget, double best_us, double elapsed_s,
+                     double eta_s);
     void *progress_user;
     /* When *cancel becomes non-zero the run stops after the candidate in hand; everything
      * measured so far is in the database and the next run resumes from it. May be NULL. */

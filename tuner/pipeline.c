@@ -393,7 +393,6 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     job **queue = calloc(r.nconfigs, sizeof *queue); /* submitted, in order */
     size_t qhead = 0, qtail = 0;
     if (st == AT_OK && !queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    int64_t budget = opts->max_evals > 0 ? opts->max_evals : (int64_t)r.nconfigs;
     int cancelled = 0;
 
     while (st == AT_OK) {
@@ -470,9 +469,15 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         ctx->ops->program_free(j->prog);
         free(j);
         queue[qhead - 1] = NULL;
-        if (opts->progress)
-            opts->progress(opts->progress_user, r.evaluated, budget,
-                           r.have_best ? r.best_rec.median_us : 0, at_now() - t0);
+        if (opts->progress) {
+            double elapsed = at_now() - t0, eta = 0;
+            if (opts->max_evals > 0 && r.evaluated < opts->max_evals)
+                eta = elapsed / (double)r.evaluated * (double)(opts->max_evals - r.evaluated);
+            if (opts->max_seconds > 0 && (eta == 0 || opts->max_seconds - elapsed < eta))
+                eta = opts->max_seconds > elapsed ? opts->max_seconds - elapsed : 0;
+            opts->progress(opts->progress_user, r.evaluated, opts->max_evals,
+                           r.have_best ? r.best_rec.median_us : 0, elapsed, eta);
+        }
     }
     if (pool_up) pool_stop(&pl);
     for (size_t q = qhead; queue && q < qtail; q++) {

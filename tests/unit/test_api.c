@@ -147,11 +147,11 @@ static void test_get_tune_hit_nearest(void **state)
     at_context_destroy(ctx);
 }
 
-static void cancel_after_three(void *user, int64_t done, int64_t budget, double best, double t)
+static void cancel_after_three(void *user, int64_t done, int64_t budget, double best, double t,
+                               double eta)
 {
-    (void)budget;
-    (void)best;
-    (void)t;
+    assert_int_equal(budget, 6);
+    assert_true(best > 0 && t > 0 && eta > 0);
     if (done >= 3) *(volatile int *)user = 1;
 }
 

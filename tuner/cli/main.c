@@ -59,8 +59,16 @@ typedef struct opt_spec {
     int64_t lo, hi;
 } opt_spec;
 
-#define O(f) offsetof(opts, f)
-static const int64_t DIM_MAX = 2147483647; /* kernels index with 32-bit sizes */
+#define O(f)    offsetof(opts, f)
+#define DIM_MAX INT64_C(2147483647) /* kernels take 32-bit sizes */
+/* The options that name a problem and a device, shared by `gemm` and `space`. */
+#define PROBLEM_OPTS                                                                               \
+    {"m", OPT_INT, O(m), 1, DIM_MAX}, {"n", OPT_INT, O(n), 1, DIM_MAX},                            \
+        {"k", OPT_INT, O(k), 1, DIM_MAX}, {"dtype", OPT_STR, O(dtype), 0, 0},                      \
+        {"layout", OPT_STR, O(layout), 0, 0}, {"backend", OPT_STR, O(backend), 0, 0},              \
+    {                                                                                              \
+        "device", OPT_DEVICE, O(device), 0, 1023                                                   \
+    }
 
 static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, char **positional,
                       int maxpos, int *npos)
@@ -254,16 +262,16 @@ static void on_sigint(int sig)
 
 typedef struct progress_state {
     int tty;
-    double last;
 } progress_state;
 
-static void on_progress(void *user, int64_t done, int64_t budget, double best_us, double elapsed)
+static void on_progress(void *user, int64_t done, int64_t budget, double best_us, double elapsed,
+                        double eta)
 {
     progress_state *ps = user;
     if (!ps->tty) return;
-    double eta = done > 0 && budget > done ? elapsed / (double)done * (double)(budget - done) : 0;
-    fprintf(stderr, "\r  %" PRId64 "/%" PRId64 " candidates  best %.1f us  %.0fs elapsed", done,
-            budget, best_us, elapsed);
+    fprintf(stderr, "\r  %" PRId64, done);
+    if (budget > 0) fprintf(stderr, "/%" PRId64, budget);
+    fprintf(stderr, " candidates  best %.1f us  %.0fs elapsed", best_us, elapsed);
     if (eta > 0) fprintf(stderr, "  ETA %.0fs", eta);
     fprintf(stderr, "\033[K");
     fflush(stderr);
@@ -271,13 +279,7 @@ static void on_progress(void *user, int64_t done, int64_t budget, double best_us
 
 static int cmd_gemm(int argc, char **argv)
 {
-    static const opt_spec specs[] = {{"m", OPT_INT, O(m), 1, DIM_MAX},
-                                     {"n", OPT_INT, O(n), 1, DIM_MAX},
-                                     {"k", OPT_INT, O(k), 1, DIM_MAX},
-                                     {"dtype", OPT_STR, O(dtype), 0, 0},
-                                     {"layout", OPT_STR, O(layout), 0, 0},
-                                     {"backend", OPT_STR, O(backend), 0, 0},
-                                     {"device", OPT_DEVICE, O(device), 0, 1023},
+    static const opt_spec specs[] = {PROBLEM_OPTS,
                                      {"strategy", OPT_STR, O(strategy), 0, 0},
                                      {"budget", OPT_BUDGET, 0, 0, 0},
                                      {"seed", OPT_SEED, O(seed), 0, 0},
@@ -305,7 +307,7 @@ static int cmd_gemm(int argc, char **argv)
     at_context *ctx = NULL;
     if ((rc = open_context(&co, &ctx))) return rc;
 
-    progress_state ps = {isatty(2), 0};
+    progress_state ps = {isatty(2)};
     at_tune_options to = {0};
     to.strategy = o.strategy;
     to.max_evals = o.budget_evals;
@@ -382,13 +384,7 @@ static int print_config(void *user, const char *config)
 
 static int cmd_space(int argc, char **argv)
 {
-    static const opt_spec specs[] = {{"m", OPT_INT, O(m), 1, DIM_MAX},
-                                     {"n", OPT_INT, O(n), 1, DIM_MAX},
-                                     {"k", OPT_INT, O(k), 1, DIM_MAX},
-                                     {"dtype", OPT_STR, O(dtype), 0, 0},
-                                     {"layout", OPT_STR, O(layout), 0, 0},
-                                     {"backend", OPT_STR, O(backend), 0, 0},
-                                     {"device", OPT_DEVICE, O(device), 0, 1023},
+    static const opt_spec specs[] = {PROBLEM_OPTS,
                                      {"db", OPT_STR, O(db), 0, 0},
                                      {"list", OPT_FLAG, O(list), 0, 0},
                                      {"json", OPT_FLAG, O(json), 0, 0},
