@@ -103,6 +103,11 @@ python3 -c "import sys; sys.exit(0 if $elapsed < 1.0 else 1)" && ok "cache hit i
   bad "cache hit took ${elapsed}s"
 expect 0 "from the database" -- gemm --m 37 --n 29 --k 53 --db "$db"
 
+# Without --db the database is $AUTOTUNE_DB.
+"$AT" gemm --m 5 --n 3 --budget 1 >/dev/null 2>&1
+[ -f "$AUTOTUNE_DB/data.mdb" ] && "$AT" db list | grep -q "gemm/f32/nn/5x3x5" &&
+  ok "default database is \$AUTOTUNE_DB" || bad "no database at \$AUTOTUNE_DB"
+
 # --k defaults to --m
 "$AT" gemm --m 19 --n 23 --budget 2 --db "$db" --json >"$work/out.json"
 [ "$(json 'd["problem"]["k"]')" = 19 ] && ok "--k defaults to --m" || bad "k=$(json 'd["problem"]["k"]')"

@@ -197,9 +197,51 @@ static void test_default_kernel_every_layout(void **state)
     }
 }
 
+static void test_problem_keys(void **state)
+{
+    (void)state;
+    char key[256];
+    at_gemm_problem g = {.m = 8192, .n = 28672, .k = 8192, .layout = AT_LAYOUT_TN};
+    at_gemm_key(&g, key, sizeof key);
+    assert_string_equal(key, "gemm/f32/tn/8192x28672x8192");
+    g.dtype = AT_DTYPE_BF16;
+    g.layout = AT_LAYOUT_NT;
+    g.k = 1;
+    at_gemm_key(&g, key, sizeof key);
+    assert_string_equal(key, "gemm/bf16/nt/8192x28672x1");
+    /* Keys of one dtype and layout share a prefix, which nearest-shape lookup scans. */
+    char *best = at_db_best_key(key, "opencl/Portable Computing Language/cpu/2");
+    assert_string_equal(best, "gemm/bf16/nt/8192x28672x1|opencl/Portable Computing Language/cpu/2");
+    free(best);
+}
+
+static void test_validate_names_the_field(void **state)
+{
+    (void)state;
+    at_gemm_problem g = {.m = 4, .n = 4, .k = 4, .alpha = 1};
+    assert_int_equal(at_gemm_validate(&g, NULL), AT_OK);
+    g.n = 0;
+    assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "n = 0"));
+    g.n = 4;
+    g.k = 2147483648LL;
+    assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "k = 2147483648"));
+    g.k = 4;
+    g.layout = AT_LAYOUT_TN;
+    g.lda = 3; /* A is k x m: lda >= m */
+    assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "lda = 3"));
+    g.lda = 0;
+    g.beta = NAN;
+    assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_problem_keys),
+        cmocka_unit_test(test_validate_names_the_field),
         cmocka_unit_test(test_default_kernel_every_layout),
         cmocka_unit_test(test_gemm_correct_on_awkward_shapes),
     };
