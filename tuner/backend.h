@@ -43,6 +43,14 @@ typedef struct at_karg {
     const void *ptr;
 } at_karg;
 
+/* What the compiler reports a kernel uses; fields are -1 when the backend does not know. */
+typedef struct at_resources {
+    int64_t registers;    /* per thread */
+    int64_t spill_bytes;  /* spill stores + loads, bytes per thread */
+    int64_t shared_bytes; /* static shared / local memory per block */
+    int64_t local_bytes;  /* private (stack) memory per thread */
+} at_resources;
+
 typedef struct at_backend_ops {
     const char *name; /* "opencl" */
     /* Loads the runtime (dlopen). AT_OK if usable; else AT_ERR_NO_BACKEND with why. Idempotent. */
@@ -53,6 +61,10 @@ typedef struct at_backend_ops {
     at_status (*device_info)(int idx, at_device_info *out);
     /* Opens device idx: context and an in-order queue with profiling. */
     at_status (*open)(int idx, at_bdev **out);
+    /* A compile-only handle for an explicit target ("sm_90a", "gfx90a"): compile, program_binary
+     * and resources work, nothing else; no device or driver needed. NULL for backends that only
+     * compile for a present device (OpenCL). */
+    at_status (*open_target)(const char *arch, at_bdev **out);
     void (*close)(at_bdev *d); /* accepts NULL */
     /* "PoCL 3.1 LLVM 15" — part of the binary cache key. */
     const char *(*compiler_version)(at_bdev *d);
@@ -67,12 +79,16 @@ typedef struct at_backend_ops {
     at_status (*load_binary)(at_bdev *d, const void *bin, size_t len, const char *kernel_name,
                              at_bprog **out, char **log);
     void (*program_free)(at_bprog *p); /* accepts NULL */
+    /* Resources the compiler reported for the program's kernel; AT_ERR_UNSUPPORTED if none. */
+    at_status (*resources)(at_bprog *p, at_resources *out);
     at_status (*buffer_alloc)(at_bdev *d, size_t bytes, at_bbuf *out);
     at_status (*buffer_write)(at_bdev *d, at_bbuf b, size_t off, const void *src, size_t bytes);
     at_status (*buffer_read)(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t bytes);
     void (*buffer_free)(at_bdev *d, at_bbuf b);
-    /* Enqueues the kernel on stream (NULL: the device's queue). If ms is not NULL, waits for it
-     * and stores the device-measured kernel time in milliseconds (profiling events). */
+    /* Enqueues the kernel on stream (NULL: the device's queue). global is the total number of
+     * work-items per dimension and local the group size (OpenCL convention; CUDA's grid is
+     * ceil(global / local)). If ms is not NULL, waits for it and stores the device-measured
+     * kernel time in milliseconds (profiling events). */
     at_status (*launch)(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
                         const size_t global[3], const size_t local[3], size_t dims, void *stream,
                         double *ms);
