@@ -100,6 +100,12 @@ typedef struct at_backend_ops {
 } at_backend_ops;
 
 extern const at_backend_ops at_opencl_backend;
+extern const at_backend_ops at_cuda_backend;
+
+/* The first lines of a compiler log (at most 8), trimmed, into dst. */
+void at_log_head(const char *log, char *dst, size_t cap);
+/* AT_ERR_INVALID_ARG naming `what` unless [off, off + bytes) lies inside buffer b. */
+at_status at_bbuf_check(at_bbuf b, size_t off, size_t bytes, const char *what);
 
 /* Backend by name ("opencl", "cuda", "hip"); NULL if this build has no such backend. */
 const at_backend_ops *at_backend_find(const char *name);

@@ -422,24 +422,6 @@ static char *build_log(at_bdev *d, cl_program prog)
     return log;
 }
 
-/* The first few lines of a build log, for the one-line error message. */
-static void log_head(const char *log, char *dst, size_t cap)
-{
-    dst[0] = '\0';
-    if (!log) return;
-    while (*log == '\n' || *log == ' ') log++;
-    size_t n = 0;
-    int lines = 0;
-    while (log[n] && lines < 8) {
-        if (log[n] == '\n') lines++;
-        n++;
-    }
-    while (n && (log[n - 1] == '\n' || log[n - 1] == ' ')) n--;
-    if (n >= cap) n = cap - 1;
-    memcpy(dst, log, n);
-    dst[n] = '\0';
-}
-
 /* Builds prog for d's device and takes kernel_name; takes ownership of prog. what: "source" or
  * "binary", for the messages. */
 static at_status build_and_wrap(at_bdev *d, cl_program prog, const char *options,
@@ -450,7 +432,7 @@ static at_status build_and_wrap(at_bdev *d, cl_program prog, const char *options
     if (err != CL_SUCCESS) {
         char *l = build_log(d, prog);
         char head[2048], buf[32];
-        log_head(l, head, sizeof head);
+        at_log_head(l, head, sizeof head);
         at_status s = at_fail(AT_ERR_COMPILE, "OpenCL build of %s failed (%s)%s%s", what,
                               ocl_errname(err, buf), head[0] ? ":\n" : "", head);
         if (log)
@@ -567,18 +549,9 @@ static at_status ocl_buffer_alloc(at_bdev *d, size_t bytes, at_bbuf *out)
     return AT_OK;
 }
 
-static at_status check_range(at_bbuf b, size_t off, size_t bytes, const char *what)
-{
-    if (!b.handle) return at_fail(AT_ERR_INVALID_ARG, "%s: NULL buffer", what);
-    if (off > b.bytes || bytes > b.bytes - off)
-        return at_fail(AT_ERR_INVALID_ARG, "%s: %zu bytes at offset %zu exceed the %zu-byte buffer",
-                       what, bytes, off, b.bytes);
-    return AT_OK;
-}
-
 static at_status ocl_buffer_write(at_bdev *d, at_bbuf b, size_t off, const void *src, size_t bytes)
 {
-    AT_TRY(check_range(b, off, bytes, "buffer_write"));
+    AT_TRY(at_bbuf_check(b, off, bytes, "buffer_write"));
     if (bytes == 0) return AT_OK;
     cl_int err = cl.clEnqueueWriteBuffer(d->queue, (cl_mem)b.handle, CL_TRUE, off, bytes, src, 0,
                                          NULL, NULL);
@@ -587,7 +560,7 @@ static at_status ocl_buffer_write(at_bdev *d, at_bbuf b, size_t off, const void 
 
 static at_status ocl_buffer_read(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t bytes)
 {
-    AT_TRY(check_range(b, off, bytes, "buffer_read"));
+    AT_TRY(at_bbuf_check(b, off, bytes, "buffer_read"));
     if (bytes == 0) return AT_OK;
     cl_int err =
         cl.clEnqueueReadBuffer(d->queue, (cl_mem)b.handle, CL_TRUE, off, bytes, dst, 0, NULL, NULL);

@@ -1,4 +1,5 @@
-/* registry.c — the backends compiled into this build, by name and in automatic-choice order. */
+/* registry.c — the backends compiled into this build (by name, in automatic-choice order) and
+ * the small helpers they share. */
 #include "../backend.h"
 
 #include <string.h>
@@ -6,7 +7,7 @@
 /* GPU backends first, OpenCL last: the automatic choice takes the first one whose probe succeeds
  * and that has a device. */
 static const at_backend_ops *const g_backends[] = {
-    /* &at_cuda_backend, — slots in here once tuner/backends/cuda.c exists */
+    &at_cuda_backend,
     /* &at_hip_backend,  — and then HIP */
     &at_opencl_backend,
     NULL,
@@ -21,3 +22,32 @@ const at_backend_ops *at_backend_find(const char *name)
 }
 
 const at_backend_ops *const *at_backend_list(void) { return g_backends; }
+
+/* ---- helpers shared by the backends ---- */
+
+/* The first few lines of a compile log, for the one-line error message. */
+void at_log_head(const char *log, char *dst, size_t cap)
+{
+    dst[0] = '\0';
+    if (!log) return;
+    while (*log == '\n' || *log == ' ') log++;
+    size_t n = 0;
+    int lines = 0;
+    while (log[n] && lines < 8) {
+        if (log[n] == '\n') lines++;
+        n++;
+    }
+    while (n && (log[n - 1] == '\n' || log[n - 1] == ' ')) n--;
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, log, n);
+    dst[n] = '\0';
+}
+
+at_status at_bbuf_check(at_bbuf b, size_t off, size_t bytes, const char *what)
+{
+    if (!b.handle) return at_fail(AT_ERR_INVALID_ARG, "%s: NULL buffer", what);
+    if (off > b.bytes || bytes > b.bytes - off)
+        return at_fail(AT_ERR_INVALID_ARG, "%s: %zu bytes at offset %zu exceed the %zu-byte buffer",
+                       what, bytes, off, b.bytes);
+    return AT_OK;
+}
