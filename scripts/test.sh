@@ -9,6 +9,6 @@ ctest --test-dir build --output-on-failure -j2
 # The sanitizer build runs the modules' unit tests (the OpenCL runtime itself is not
 # instrumented, so device tests stay in the plain build).
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DAT_WERROR=ON -DAT_SANITIZE=ON >/dev/null
-cmake --build build-asan -j"$(nproc)" --target test_expr test_space test_db test_search
+cmake --build build-asan -j"$(nproc)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -L unit
