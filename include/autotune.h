@@ -205,6 +205,27 @@ typedef struct at_space_info {
 at_status at_gemm_space(at_context *ctx, const at_gemm_problem *p, at_space_info *info,
                         int (*visit)(void *user, const char *config), void *user);
 
+typedef struct at_compile_report {
+    int64_t space;             /* valid configurations for the problem on the target */
+    int64_t attempted;         /* configurations compiled (an even spread when limited) */
+    int64_t compiled;          /* compiled and within the target's resources */
+    int64_t compile_errors;    /* rejected by the compiler */
+    int64_t resource_rejected; /* spills, or registers over the block's budget */
+    double seconds;            /* wall time of the compiles */
+    char first_error[512];     /* the first compile error's message, "" if none */
+    char first_rejection[512]; /* the first resource rejection, "" if none */
+} at_compile_report;
+
+/* Compiles the GEMM space for p for an explicit target of a backend without any device
+ * (backend "cuda", arch "sm_90a"), checks each kernel's compiler-reported resources against the
+ * target, and counts the outcomes. limit > 0 compiles that many configurations spread evenly
+ * through the space (offset by seed); 0 compiles all. threads 0: one per core. Returns
+ * AT_ERR_INVALID_ARG (unknown arch), AT_ERR_NO_BACKEND (no compiler), AT_ERR_UNSUPPORTED (the
+ * backend compiles only for present devices), with the detail in why. */
+at_status at_gemm_compile_space(const char *backend, const char *arch, const at_gemm_problem *p,
+                                int64_t limit, uint64_t seed, int threads, at_compile_report *out,
+                                char *why, size_t whylen);
+
 /* Visits the entries of a database table ("results", "best", "binaries", "meta") whose key
  * starts with prefix (NULL: all), as readable key and value text. Opens path read-only;
  * AT_ERR_DB, AT_ERR_DB_CORRUPT, AT_ERR_DB_VERSION with the detail in *why (may be NULL). */

@@ -426,6 +426,34 @@ at_status at_gemm_space(at_context *ctx, const at_gemm_problem *p, at_space_info
     return at_ctx_fail(ctx, s);
 }
 
+at_status at_gemm_compile_space(const char *backend, const char *arch, const at_gemm_problem *p,
+                                int64_t limit, uint64_t seed, int threads, at_compile_report *out,
+                                char *why, size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    at_context ctx = {.compile_threads = threads};
+    at_template *t = NULL;
+    ctx.ops = backend ? at_backend_find(backend) : NULL;
+    at_status s = AT_OK;
+    if (!ctx.ops)
+        s = at_fail(AT_ERR_NO_BACKEND, "this build of autotune has no %s backend",
+                    backend ? backend : "(null)");
+    else if (!ctx.ops->open_target)
+        s = at_fail(AT_ERR_UNSUPPORTED,
+                    "the %s backend compiles only for a present device: use --device, not --arch",
+                    backend);
+    if (s == AT_OK) s = ctx.ops->open_target(arch, &ctx.info, &ctx.dev);
+    if (s == AT_OK) s = at_gemm_validate(p, &ctx);
+    if (s == AT_OK) s = at_template_load("gemm", backend, &t);
+    if (s == AT_OK) s = at_template_bind_device(t, &ctx.info);
+    if (s == AT_OK) s = at_gemm_bind(p, t->space);
+    if (s == AT_OK) s = at_pipeline_compile(&ctx, t, limit, seed, out);
+    if (s != AT_OK && why) snprintf(why, whylen, "%s", at_errmsg());
+    at_template_free(t);
+    if (ctx.dev) ctx.ops->close(ctx.dev);
+    return s;
+}
+
 /* ---- buffers -------------------------------------------------------------------------------- */
 
 struct at_buffer {

@@ -24,8 +24,9 @@ typedef struct at_device_info {
     int64_t global_mem_bytes;
     int64_t max_alloc_bytes;
     int64_t clock_mhz;
-    int64_t warp_size; /* 1 for a CPU */
-    bool is_cpu;       /* compiling competes with timing for the same cores */
+    int64_t warp_size;               /* 1 for a CPU */
+    int64_t max_registers_per_block; /* 0 when the backend does not say (OpenCL) */
+    bool is_cpu;                     /* compiling competes with timing for the same cores */
 } at_device_info;
 
 typedef struct at_bdev at_bdev;   /* an open device: context + queue */
@@ -62,9 +63,10 @@ typedef struct at_backend_ops {
     /* Opens device idx: context and an in-order queue with profiling. */
     at_status (*open)(int idx, at_bdev **out);
     /* A compile-only handle for an explicit target ("sm_90a", "gfx90a"): compile, program_binary
-     * and resources work, nothing else; no device or driver needed. NULL for backends that only
-     * compile for a present device (OpenCL). */
-    at_status (*open_target)(const char *arch, at_bdev **out);
+     * and resources work, nothing else; no device or driver needed. info gets the limits every
+     * device of that target has (compute_units 0: unknown). NULL for backends that only compile
+     * for a present device (OpenCL). */
+    at_status (*open_target)(const char *arch, at_device_info *info, at_bdev **out);
     void (*close)(at_bdev *d); /* accepts NULL */
     /* "PoCL 3.1 LLVM 15" — part of the binary cache key. */
     const char *(*compiler_version)(at_bdev *d);

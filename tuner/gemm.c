@@ -47,10 +47,9 @@ at_status at_gemm_validate(const at_gemm_problem *g, const at_context *ctx)
                        (int)g->layout);
     if ((unsigned)g->dtype > AT_DTYPE_BF16)
         return at_fail(AT_ERR_INVALID_ARG, "dtype %d is not one of f32, f16, bf16", (int)g->dtype);
-    if (ctx && g->dtype != AT_DTYPE_F32 && strcmp(ctx->info.backend, "opencl") == 0)
-        return at_fail(AT_ERR_UNSUPPORTED,
-                       "dtype %s is not supported on the opencl backend (f32 only)",
-                       at_dtype_name(g->dtype));
+    if (ctx && g->dtype != AT_DTYPE_F32)
+        return at_fail(AT_ERR_UNSUPPORTED, "dtype %s is not supported on the %s backend (f32 only)",
+                       at_dtype_name(g->dtype), ctx->info.backend);
     int64_t lda, ldb, ldc;
     resolve_ld(g, &lda, &ldb, &ldc);
     const struct {

@@ -268,6 +268,36 @@ static void measure(at_context *ctx, at_problem *p, at_bprog *prog, const size_t
     rec->max_us = times[n - 1] * 1e3;
 }
 
+/* ---- resources ---------------------------------------------------------------------------- */
+
+int at_resources_fit(const at_device_info *info, const at_resources *r, int64_t threads, char *why,
+                     size_t whylen)
+{
+    if (r->spill_bytes > 0) {
+        snprintf(why, whylen, "spills %lld bytes per thread (%lld registers)",
+                 (long long)r->spill_bytes, (long long)r->registers);
+        return 0;
+    }
+    if (info->max_registers_per_block > 0 && r->registers > 0 &&
+        r->registers * threads > info->max_registers_per_block) {
+        snprintf(why, whylen, "%lld registers x %lld threads exceed the %lld registers of a block",
+                 (long long)r->registers, (long long)threads,
+                 (long long)info->max_registers_per_block);
+        return 0;
+    }
+    return 1;
+}
+
+/* Checks a compiled candidate's resources where the backend reports them; 1 if it may run. */
+static int candidate_fits(at_context *ctx, at_bprog *prog, const size_t local[3], char *why,
+                          size_t whylen)
+{
+    at_resources res;
+    if (!ctx->ops->resources || ctx->ops->resources(prog, &res) != AT_OK) return 1;
+    return at_resources_fit(&ctx->info, &res, (int64_t)(local[0] * local[1] * local[2]), why,
+                            whylen);
+}
+
 /* ---- the tuning loop ----------------------------------------------------------------------- */
 
 typedef struct run_state {
@@ -451,6 +481,8 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         } else if (at_space_launch(s, cfg, global, local) != AT_OK) {
             rec.status = AT_RS_LAUNCH_ERROR;
             snprintf(rec.reason, sizeof rec.reason, "%s", at_errmsg());
+        } else if (!candidate_fits(ctx, j->prog, local, rec.reason, sizeof rec.reason)) {
+            rec.status = AT_RS_RESOURCE_LIMIT; /* rejected before it reaches the device */
         } else {
             measure(ctx, p, j->prog, global, local, s->launch_dims,
                     r.have_best ? r.best_rec.median_us : 0, &rec);
@@ -531,5 +563,69 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
                      "interrupted after %lld candidates; measurements are saved "
                      "and the next run resumes",
                      (long long)r.evaluated);
+    return st;
+}
+
+/* ---- compiling a space without running it ------------------------------------------------- */
+
+at_status at_pipeline_compile(at_context *ctx, at_template *t, int64_t limit, uint64_t seed,
+                              at_compile_report *rep)
+{
+    at_space *s = t->space;
+    const size_t np = s->nparams;
+    int64_t *configs = NULL;
+    size_t n = 0;
+    memset(rep, 0, sizeof *rep);
+    AT_TRY(at_space_enumerate(s, &configs, NULL, &n));
+    rep->space = (int64_t)n;
+    size_t count = limit > 0 && (size_t)limit < n ? (size_t)limit : n;
+    job *jobs = calloc(count ? count : 1, sizeof *jobs);
+    int nthreads =
+        ctx->compile_threads > 0 ? ctx->compile_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    pool pl;
+    at_status st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (jobs) st = pool_start(&pl, ctx, t->source, s->kernel, nthreads > 0 ? nthreads : 1, count);
+    double t0 = at_now();
+    /* An even spread through the space (first parameter slowest), shifted by the seed. */
+    size_t stride = count ? n / count : 1, shift = stride > 1 ? (size_t)(seed % stride) : 0;
+    for (size_t i = 0; st == AT_OK && i < count; i++) {
+        job *j = &jobs[i];
+        j->cfg = i * stride + shift;
+        const int64_t *cfg = configs + j->cfg * np;
+        at_config_format(s, cfg, j->config, sizeof j->config);
+        if (at_config_defines(s, cfg, j->options, sizeof j->options) != AT_OK) {
+            j->done = 1;
+            j->status = AT_ERR_TEMPLATE;
+            snprintf(j->reason, sizeof j->reason, "%s", at_errmsg());
+            continue;
+        }
+        pool_submit(&pl, j);
+    }
+    for (size_t i = 0; st == AT_OK && i < count; i++) {
+        job *j = &jobs[i];
+        pool_wait(&pl, j);
+        rep->attempted++;
+        size_t global[3], local[3];
+        char why[512];
+        if (j->status != AT_OK) {
+            rep->compile_errors++;
+            if (!rep->first_error[0])
+                snprintf(rep->first_error, sizeof rep->first_error, "%s: %s", j->config, j->reason);
+        } else if (at_space_launch(s, configs + j->cfg * np, global, local) == AT_OK &&
+                   !candidate_fits(ctx, j->prog, local, why, sizeof why)) {
+            rep->resource_rejected++;
+            if (!rep->first_rejection[0])
+                snprintf(rep->first_rejection, sizeof rep->first_rejection, "%s: %s", j->config,
+                         why);
+        } else {
+            rep->compiled++;
+        }
+        ctx->ops->program_free(j->prog);
+        j->prog = NULL;
+    }
+    rep->seconds = at_now() - t0;
+    if (jobs) pool_stop(&pl);
+    free(jobs);
+    free(configs);
     return st;
 }

@@ -27,8 +27,8 @@ at_status at_ctx_fail(at_context *ctx, at_status s);
 
 typedef struct at_template {
     at_space *space;
-    char *source;      /* backend preamble + kernel source, ready to compile */
-    char hash[17];     /* hash of source and space text: results are trusted only for it */
+    char *source;  /* backend preamble + kernel source, ready to compile */
+    char hash[17]; /* hash of source and space text: results are trusted only for it */
 } at_template;
 
 /* Loads templates/<name>.yaml and its source for a backend, from $AUTOTUNE_TEMPLATE_PATH when
@@ -44,7 +44,7 @@ at_status at_template_bind_device(at_template *t, const at_device_info *info);
  * arguments, and a check of a candidate's output against the reference. */
 typedef struct at_problem {
     const char *template_name;
-    char key[256];   /* "gemm/f32/nn/1024x1024x1024" */
+    char key[256]; /* "gemm/f32/nn/1024x1024x1024" */
     /* Sets the problem's variables in the space. */
     at_status (*bind)(struct at_problem *p, at_space *s);
     /* Allocates and fills device buffers, computes the reference. */
@@ -94,6 +94,16 @@ struct at_kernel {
  * bound space, and makes a kernel. */
 at_status at_kernel_build(at_context *ctx, at_template *t, const at_gemm_problem *g,
                           const char *config, at_kernel **out);
+
+/* 1 if a compiled kernel fits the device: no spills, registers x threads within the block's
+ * register budget. Otherwise 0 and why says which limit. Unknown counts pass. */
+int at_resources_fit(const at_device_info *info, const at_resources *r, int64_t threads, char *why,
+                     size_t whylen);
+
+/* Compiles configurations of t's space (bound to a problem and ctx->info) on ctx's device or
+ * compile-only target, without running them; see at_gemm_compile_space. */
+at_status at_pipeline_compile(at_context *ctx, at_template *t, int64_t limit, uint64_t seed,
+                              at_compile_report *rep);
 
 /* Tunes problem p with template t (already bound to p and the device). */
 at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,

@@ -67,7 +67,7 @@ static double now_s(void)
 static at_bdev *open_target_ok(const char *arch)
 {
     at_bdev *d = NULL;
-    at_status s = B->open_target(arch, &d);
+    at_status s = B->open_target(arch, NULL, &d);
     if (s != AT_OK) fail_msg("open_target(%s): %d %s", arch, s, at_errmsg());
     assert_non_null(d);
     return d;
@@ -95,9 +95,9 @@ static int child_main(const char *mode, const char *expect)
     char why[512] = "";
     int ok;
     if (strcmp(mode, "nvrtc") == 0) {
-        at_status s = B->open_target("sm_90a", &d);
+        at_status s = B->open_target("sm_90a", NULL, &d);
         ok = s == AT_ERR_NO_BACKEND && !d && strstr(at_errmsg(), expect) &&
-             B->open_target("sm_80", &d) == AT_ERR_NO_BACKEND && !d; /* idempotent */
+             B->open_target("sm_80", NULL, &d) == AT_ERR_NO_BACKEND && !d; /* idempotent */
         if (!ok) fprintf(stderr, "child: open_target %d, \"%s\"\n", s, at_errmsg());
     } else {
         at_status s = B->probe(why, sizeof why);
@@ -317,12 +317,12 @@ static void test_unknown_targets(void **state)
     const char *bad[] = {"sm_75x", "gfx90a", "sm_75", "sm_100a", "", "sm_90a "};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         at_bdev *d = (at_bdev *)&d; /* must be reset to NULL */
-        assert_int_equal(B->open_target(bad[i], &d), AT_ERR_INVALID_ARG);
+        assert_int_equal(B->open_target(bad[i], NULL, &d), AT_ERR_INVALID_ARG);
         assert_null(d);
         assert_non_null(strstr(at_errmsg(), "sm_80, sm_86, sm_89, sm_90, sm_90a"));
     }
     at_bdev *d = NULL;
-    assert_int_equal(B->open_target(NULL, &d), AT_ERR_INVALID_ARG);
+    assert_int_equal(B->open_target(NULL, NULL, &d), AT_ERR_INVALID_ARG);
     B->close(NULL);
     B->program_free(NULL);
 }
@@ -464,7 +464,7 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], CHILD_FLAG) == 0) return child_main(argv[2], argv[3]);
     at_bdev *d = NULL;
-    g_have_nvrtc = B->open_target("sm_80", &d) == AT_OK;
+    g_have_nvrtc = B->open_target("sm_80", NULL, &d) == AT_OK;
     B->close(d);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_missing_nvrtc),

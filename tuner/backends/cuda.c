@@ -37,6 +37,7 @@ typedef enum CUdevice_attribute {
     CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z = 4,
     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8,
     CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10,
+    CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12,
     CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13, /* kHz */
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
@@ -359,11 +360,10 @@ static at_status cuda_device_info(int idx, at_device_info *out)
     out->max_work_item_sizes[0] = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
     out->max_work_item_sizes[1] = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
     out->max_work_item_sizes[2] = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
-    /* What one block may use after opting in (227 KB on an H100/H200), as the tuning spaces'
-     * device.max_shared limit wants it. */
-    out->local_mem_bytes = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    if (out->local_mem_bytes <= 0)
-        out->local_mem_bytes = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    /* Templates declare static __shared__ arrays, which CUDA caps at the default per-block
+     * limit (48 KB); opting in to more (227 KB on an H200) needs dynamic shared memory. */
+    out->local_mem_bytes = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    out->max_registers_per_block = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
     size_t total = 0;
     if (cu.cuDeviceTotalMem(&total, dev) == 0) out->global_mem_bytes = (int64_t)total;
     out->max_alloc_bytes = out->global_mem_bytes;
@@ -459,7 +459,25 @@ static at_status cuda_open(int idx, at_bdev **out)
     return AT_OK;
 }
 
-static at_status cuda_open_target(const char *arch, at_bdev **out)
+/* The limits every device of a target shares (CUDA programming guide, compute capabilities
+ * 8.x and 9.0), for compiling and checking candidates without a device. */
+static void target_limits(const char *arch, at_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->backend, sizeof out->backend, "cuda");
+    snprintf(out->name, sizeof out->name, "%s (compile only)", arch);
+    snprintf(out->vendor, sizeof out->vendor, "NVIDIA");
+    snprintf(out->arch, sizeof out->arch, "%s", arch);
+    snprintf(out->key, sizeof out->key, "cuda/%s/compile-only/0", arch);
+    out->max_work_group_size = 1024;
+    out->max_work_item_sizes[0] = out->max_work_item_sizes[1] = 1024;
+    out->max_work_item_sizes[2] = 64;
+    out->local_mem_bytes = 48 * 1024;
+    out->max_registers_per_block = 64 * 1024;
+    out->warp_size = 32;
+}
+
+static at_status cuda_open_target(const char *arch, at_device_info *info, at_bdev **out)
 {
     *out = NULL;
     if (!arch || !known_target(arch))
@@ -471,6 +489,7 @@ static at_status cuda_open_target(const char *arch, at_bdev **out)
     if (!d) return at_fail(AT_ERR_NO_MEMORY, "out of memory opening CUDA target %s", arch);
     d->compile_only = true;
     snprintf(d->arch, sizeof d->arch, "%s", arch);
+    if (info) target_limits(arch, info);
     *out = d;
     return AT_OK;
 }

@@ -42,7 +42,9 @@ static int fail(at_status s, const char *detail)
 typedef struct opts {
     int64_t m, n, k;
     int have_m, have_n, have_k;
-    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix;
+    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch;
+    int64_t limit;
+    int compile;
     int device;
     int64_t budget_evals;
     double budget_seconds;
@@ -371,9 +373,50 @@ static int cmd_gemm(int argc, char **argv)
 
 static const char SPACE_HELP[] =
     "usage: autotune space gemm [--m M --n N --k K] [--backend B] [--device I] [--list] [--json]\n"
+    "       autotune space gemm --backend cuda --arch sm_90a --compile [--limit N] [--seed S]\n"
     "\n"
     "Counts the GEMM tuning space before and after its constraints for a problem (default\n"
-    "1024x1024x1024) on a device, and with --list prints every valid configuration.\n";
+    "1024x1024x1024) on a device, and with --list prints every valid configuration.\n"
+    "With --arch and --compile it compiles the space for that target without any device\n"
+    "(cuda: sm_80 sm_86 sm_89 sm_90 sm_90a), checks each kernel's registers and spills, and\n"
+    "prints how many compiled, how many were rejected and why, and compiles per second;\n"
+    "--limit N compiles N configurations spread evenly through the space.\n";
+
+/* `space gemm --arch A --compile`: compile without a device and count the outcomes. */
+static int space_compile(const opts *o, const at_gemm_problem *p)
+{
+    if (!o->arch) return usage_error("--compile needs --arch (e.g. --arch sm_90a)");
+    const char *backend = o->backend && strcmp(o->backend, "auto") ? o->backend : "cuda";
+    at_compile_report r;
+    char why[4096] = "";
+    at_status s =
+        at_gemm_compile_space(backend, o->arch, p, o->limit, o->seed, 0, &r, why, sizeof why);
+    if (s != AT_OK) return fail(s, why);
+    double rate = r.seconds > 0 ? (double)r.attempted / r.seconds : 0;
+    if (o->json) {
+        printf("{\"template\":\"gemm\",\"backend\":\"%s\",\"arch\":", backend);
+        json_str(stdout, o->arch);
+        printf(",\"space\":%" PRId64 ",\"attempted\":%" PRId64 ",\"compiled\":%" PRId64
+               ",\"compile_errors\":%" PRId64 ",\"resource_rejected\":%" PRId64
+               ",\"seconds\":%.3f,\"per_second\":%.3f,\"first_error\":",
+               r.space, r.attempted, r.compiled, r.compile_errors, r.resource_rejected, r.seconds,
+               rate);
+        json_str(stdout, r.first_error);
+        printf(",\"first_rejection\":");
+        json_str(stdout, r.first_rejection);
+        printf("}\n");
+    } else {
+        printf("gemm space for %s %s, %" PRId64 "x%" PRId64 "x%" PRId64 ": %" PRId64
+               " valid configurations, %" PRId64 " compiled\n",
+               backend, o->arch, p->m, p->n, p->k, r.space, r.attempted);
+        printf("  %" PRId64 " ok, %" PRId64 " compile errors, %" PRId64
+               " rejected for resources; %.2f compiles/s (%.1f s)\n",
+               r.compiled, r.compile_errors, r.resource_rejected, rate, r.seconds);
+        if (r.first_error[0]) printf("  first compile error: %s\n", r.first_error);
+        if (r.first_rejection[0]) printf("  first rejection: %s\n", r.first_rejection);
+    }
+    return r.compile_errors ? EXIT_RUNTIME : 0;
+}
 
 static int print_config(void *user, const char *config)
 {
@@ -386,6 +429,10 @@ static int cmd_space(int argc, char **argv)
 {
     static const opt_spec specs[] = {PROBLEM_OPTS,
                                      {"db", OPT_STR, O(db), 0, 0},
+                                     {"arch", OPT_STR, O(arch), 0, 0},
+                                     {"compile", OPT_FLAG, O(compile), 0, 0},
+                                     {"limit", OPT_INT, O(limit), 1, INT64_MAX},
+                                     {"seed", OPT_SEED, O(seed), 0, 0},
                                      {"list", OPT_FLAG, O(list), 0, 0},
                                      {"json", OPT_FLAG, O(json), 0, 0},
                                      {NULL, 0, 0, 0, 0}};
@@ -409,6 +456,7 @@ static int cmd_space(int argc, char **argv)
     at_gemm_problem p;
     at_context_options co;
     if ((rc = problem_from_opts(&o, &p, &co))) return rc;
+    if (o.compile || o.arch) return space_compile(&o, &p);
     at_context *ctx = NULL;
     if ((rc = open_context(&co, &ctx))) return rc;
     at_space_info info;
