@@ -70,15 +70,22 @@ const char *at_dtype_name(at_dtype d);
 /* The problem for the pipeline (random inputs in [-1, 1] with a fixed seed). */
 at_status at_gemm_problem_make(const at_gemm_problem *g, at_problem **out);
 void at_gemm_problem_free(at_problem *p);
-/* Binds the GEMM problem variables (m n k ta tb big) in a space. */
+/* Binds the GEMM problem variables (m n k ta tb big, and dt for 16-bit types) in a space. */
 at_status at_gemm_bind(const at_gemm_problem *g, at_space *s);
 /* The CPU reference: C = alpha*op(A)*op(B) + beta*C for the rows in rows[0..nrows) (all rows
  * if rows is NULL), double accumulation; also the per-element error bound sum |alpha a b| +
  * |beta c| into bound (same shape as C, may be NULL). */
 void at_gemm_reference(const at_gemm_problem *g, const float *a, const float *b, float *c,
                        double *bound, const int64_t *rows, size_t nrows);
-/* Relative error tolerance for a dot product of length k in f32. */
-double at_gemm_tolerance(int64_t k);
+/* Relative error tolerance for a dot product of length k accumulated in f32, with the output
+ * rounded to d. */
+double at_gemm_tolerance(int64_t k, at_dtype d);
+/* The template for a dtype on a backend ("gemm", "gemm_mma"), NULL if there is none. */
+const char *at_gemm_template_name(at_dtype d, const char *backend);
+/* Element size, and conversions between f32 and an element type (round to nearest even). */
+size_t at_dtype_size(at_dtype d);
+void at_dtype_from_f32(at_dtype d, const float *src, void *dst, size_t n);
+void at_dtype_to_f32(at_dtype d, const void *src, float *dst, size_t n);
 
 /* ---- kernels and the pipeline ------------------------------------------------------------- */
 

@@ -108,7 +108,7 @@ static int check_one(fixture *f, const char *config, const shape *s, at_layout l
         AT_OK);
     assert_int_equal(at_buffer_read(dc, 0, c, nc * 4), AT_OK);
 
-    double tol = at_gemm_tolerance(g.k), worst = 0;
+    double tol = at_gemm_tolerance(g.k, g.dtype), worst = 0;
     for (int64_t i = 0; i < g.m; i++)
         for (int64_t j = 0; j < g.n; j++) {
             size_t x = (size_t)(i * g.ldc + j);
@@ -237,13 +237,52 @@ static void test_validate_names_the_field(void **state)
     assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
 }
 
+static void test_16bit_conversions(void **state)
+{
+    (void)state;
+    const float in[] = {1.0f,          -2.0f,
+                        0.1f,          65504.0f,
+                        70000.0f,      5.9604644775390625e-8f,
+                        0.0f,          1.0009765625f /* 1 + 2^-10 */,
+                        1.00048828125f /* tie: to even */};
+    const uint16_t f16[] = {0x3c00, 0xc000, 0x2e66, 0x7bff, 0x7c00, 0x0001, 0x0000, 0x3c01, 0x3c00};
+    const uint16_t bf16[] = {0x3f80, 0xc000, 0x3dcd, 0x4780, 0x4789,
+                             0x3380, 0x0000, 0x3f80, 0x3f80};
+    uint16_t h[9];
+    at_dtype_from_f32(AT_DTYPE_F16, in, h, 9);
+    for (int i = 0; i < 9; i++)
+        if (h[i] != f16[i]) fail_msg("f16(%g) = %#x, want %#x", in[i], h[i], f16[i]);
+    at_dtype_from_f32(AT_DTYPE_BF16, in, h, 9);
+    for (int i = 0; i < 9; i++)
+        if (h[i] != bf16[i]) fail_msg("bf16(%g) = %#x, want %#x", in[i], h[i], bf16[i]);
+    /* Every f16 value survives a round trip through f32. */
+    for (uint32_t u = 0; u < 0x10000; u++) {
+        uint16_t x = (uint16_t)u, y;
+        float f;
+        if ((x & 0x7c00) == 0x7c00 && (x & 0x3ff)) continue; /* NaN payloads */
+        at_dtype_to_f32(AT_DTYPE_F16, &x, &f, 1);
+        at_dtype_from_f32(AT_DTYPE_F16, &f, &y, 1);
+        if (x != y) fail_msg("f16 %#x -> %g -> %#x", x, f, y);
+    }
+    float nan = NAN, back;
+    at_dtype_from_f32(AT_DTYPE_BF16, &nan, h, 1);
+    at_dtype_to_f32(AT_DTYPE_BF16, h, &back, 1);
+    assert_true(isnan(back));
+    assert_true(at_gemm_tolerance(1024, AT_DTYPE_BF16) > at_gemm_tolerance(1024, AT_DTYPE_F32));
+    assert_string_equal(at_gemm_template_name(AT_DTYPE_BF16, "cuda"), "gemm_mma");
+    assert_null(at_gemm_template_name(AT_DTYPE_F16, "opencl"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_16bit_conversions),
         cmocka_unit_test(test_problem_keys),
         cmocka_unit_test(test_validate_names_the_field),
         cmocka_unit_test(test_default_kernel_every_layout),
         cmocka_unit_test(test_gemm_correct_on_awkward_shapes),
     };
+    /* AT_TEST_FILTER=name runs one test (cmocka's pattern). */
+    if (getenv("AT_TEST_FILTER")) cmocka_set_test_filter(getenv("AT_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }
