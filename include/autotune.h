@@ -30,7 +30,8 @@ typedef enum at_status {
     AT_ERR_UNSUPPORTED = -13, /* valid request this build or device cannot serve */
     AT_ERR_NO_VALID_CONFIG = -14, /* every candidate failed or the space is empty */
     AT_ERR_INTERNAL = -15,        /* a bug in autotune */
-    AT_ERR_INTERRUPTED = -16      /* tuning was cancelled; what was measured is saved */
+    AT_ERR_INTERRUPTED = -16,     /* tuning was cancelled; what was measured is saved */
+    AT_ERR_DEVICE_LOST = -17      /* a kernel fault left the device context unusable */
 } at_status;
 
 typedef enum at_backend_kind {

@@ -4,6 +4,8 @@
 
 #include "../search/search.h"
 
+#define AT_MAX_RECYCLES 32 /* device contexts recycled after faults in one tuning call */
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,8 @@ const char *at_strerror(at_status s)
         return "internal error";
     case AT_ERR_INTERRUPTED:
         return "interrupted";
+    case AT_ERR_DEVICE_LOST:
+        return "device context lost";
     }
     return "unknown status";
 }
@@ -128,6 +132,7 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
     }
     if (s == AT_OK) s = at_db_open(ctx->db_path, 0, &ctx->db);
     if (s == AT_OK) s = ctx->ops->open(o.device, &ctx->dev);
+    ctx->device_index = o.device;
     ctx->compile_threads = o.compile_threads;
     return at_ctx_fail(ctx, s);
 }
@@ -312,8 +317,20 @@ at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_
         snprintf(config, sizeof config, "%s", b.config);
     } else {
         at_problem *prob = NULL;
+        int64_t measured = 0;
         s = at_gemm_problem_make(p, &prob);
-        if (s == AT_OK) s = at_pipeline_tune(ctx, t, prob, &o, rep, config, sizeof config);
+        /* A candidate that faults poisons a CUDA context: everything measured is saved, so a
+         * fresh context resumes the run where it stopped (the faulty candidate is recorded as
+         * crashed and not run again). */
+        for (int recycles = 0; s == AT_OK; recycles++) {
+            s = at_pipeline_tune(ctx, t, prob, &o, rep, config, sizeof config);
+            measured += rep->measured;
+            if (s != AT_ERR_DEVICE_LOST || recycles == AT_MAX_RECYCLES) break;
+            ctx->ops->close(ctx->dev);
+            ctx->dev = NULL;
+            s = ctx->ops->open(ctx->device_index, &ctx->dev);
+        }
+        rep->measured = measured;
         at_gemm_problem_free(prob);
     }
     if (s == AT_OK && out) s = at_kernel_build(ctx, t, p, config, out);

@@ -26,6 +26,7 @@ typedef struct at_device_info {
     int64_t clock_mhz;
     int64_t warp_size;               /* 1 for a CPU */
     int64_t max_registers_per_block; /* 0 when the backend does not say (OpenCL) */
+    int64_t l2_bytes;                /* last-level cache of the device, 0 if unknown */
     bool is_cpu;                     /* compiling competes with timing for the same cores */
 } at_device_info;
 
@@ -87,6 +88,8 @@ typedef struct at_backend_ops {
     at_status (*buffer_write)(at_bdev *d, at_bbuf b, size_t off, const void *src, size_t bytes);
     at_status (*buffer_read)(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t bytes);
     void (*buffer_free)(at_bdev *d, at_bbuf b);
+    /* Sets every byte of b, asynchronously on the device's queue (used to flush caches). */
+    at_status (*buffer_fill)(at_bdev *d, at_bbuf b, unsigned char value);
     /* Enqueues the kernel on stream (NULL: the device's queue). global is the total number of
      * work-items per dimension and local the group size (OpenCL convention; CUDA's grid is
      * ceil(global / local)). If ms is not NULL, waits for it and stores the device-measured
@@ -94,6 +97,9 @@ typedef struct at_backend_ops {
     at_status (*launch)(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
                         const size_t global[3], const size_t local[3], size_t dims, void *stream,
                         double *ms);
+    /* AT_OK, or AT_ERR_DEVICE_LOST when a kernel fault left the context unusable (CUDA's sticky
+     * errors). NULL: the backend's contexts survive faults. */
+    at_status (*check)(at_bdev *d);
     /* Waits for all work queued on the device's queue. */
     at_status (*finish)(at_bdev *d);
     /* Native handles for the public API: (cl_context, cl_command_queue). */

@@ -206,10 +206,27 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Runs a compiled candidate once against the reference, then times it. Every outcome goes into
- * rec; nothing here fails the run. */
+/* A launch failed: a fault that poisoned the context (CUDA's sticky errors) makes the
+ * candidate `crashed` and the device lost; anything else is the candidate's launch_error. */
+static void launch_failed(at_context *ctx, at_result_rec *rec, int *lost)
+{
+    char why[sizeof rec->reason];
+    snprintf(why, sizeof why, "%s", at_errmsg());
+    if (ctx->ops->check && ctx->ops->check(ctx->dev) == AT_ERR_DEVICE_LOST) {
+        rec->status = AT_RS_CRASHED;
+        *lost = 1;
+    } else {
+        rec->status = AT_RS_LAUNCH_ERROR;
+    }
+    snprintf(rec->reason, sizeof rec->reason, "%s", why);
+}
+
+/* Runs a compiled candidate once against the reference, then times it, flushing the cache
+ * before each timed run when flush is given. Every outcome goes into rec; nothing here fails
+ * the run, but *lost says the device context must be recycled. */
 static void measure(at_context *ctx, at_problem *p, at_bprog *prog, const size_t global[3],
-                    const size_t local[3], size_t dims, double best_us, at_result_rec *rec)
+                    const size_t local[3], size_t dims, double best_us, const at_bbuf *flush,
+                    at_result_rec *rec, int *lost)
 {
     at_karg args[32];
     size_t nargs = p->args(p, args);
@@ -218,19 +235,19 @@ static void measure(at_context *ctx, at_problem *p, at_bprog *prog, const size_t
     if (s == AT_OK)
         s = ctx->ops->launch(ctx->dev, prog, args, nargs, global, local, dims, NULL, &ms);
     if (s != AT_OK) {
-        rec->status = AT_RS_LAUNCH_ERROR;
-        snprintf(rec->reason, sizeof rec->reason, "%s", at_errmsg());
+        launch_failed(ctx, rec, lost);
         return;
     }
     int ok = 0;
     s = p->check(p, ctx, &rec->max_rel_error, &ok);
-    if (s != AT_OK || !ok) {
-        rec->status = s != AT_OK ? AT_RS_LAUNCH_ERROR : AT_RS_WRONG_RESULT;
-        if (s != AT_OK)
-            snprintf(rec->reason, sizeof rec->reason, "%s", at_errmsg());
-        else
-            snprintf(rec->reason, sizeof rec->reason,
-                     "max relative error %.3g exceeds the tolerance", rec->max_rel_error);
+    if (s != AT_OK) { /* an asynchronous fault shows up on the read */
+        launch_failed(ctx, rec, lost);
+        return;
+    }
+    if (!ok) {
+        rec->status = AT_RS_WRONG_RESULT;
+        snprintf(rec->reason, sizeof rec->reason, "max relative error %.3g exceeds the tolerance",
+                 rec->max_rel_error);
         return;
     }
     if (ms > AT_TIMEOUT_MS) {
@@ -250,10 +267,12 @@ static void measure(at_context *ctx, at_problem *p, at_bprog *prog, const size_t
     }
     while (!rec->early_stop && n < AT_MAX_REPS &&
            (n < AT_MIN_REPS || total < AT_MIN_TIME_S * 1e3)) {
-        s = ctx->ops->launch(ctx->dev, prog, args, nargs, global, local, dims, NULL, &ms);
+        /* Operands larger than the cache would otherwise be timed warm after the first run. */
+        if (flush) s = ctx->ops->buffer_fill(ctx->dev, *flush, (unsigned char)n);
+        if (s == AT_OK)
+            s = ctx->ops->launch(ctx->dev, prog, args, nargs, global, local, dims, NULL, &ms);
         if (s != AT_OK) {
-            rec->status = AT_RS_LAUNCH_ERROR;
-            snprintf(rec->reason, sizeof rec->reason, "%s", at_errmsg());
+            launch_failed(ctx, rec, lost);
             return;
         }
         times[n++] = ms;
@@ -423,9 +442,14 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     job **queue = calloc(r.nconfigs, sizeof *queue); /* submitted, in order */
     size_t qhead = 0, qtail = 0;
     if (st == AT_OK && !queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    int cancelled = 0;
+    int cancelled = 0, lost = 0;
+    /* On a GPU, a buffer twice the last-level cache is rewritten before each timed run. */
+    at_bbuf flush = {0};
+    if (st == AT_OK && !ctx->info.is_cpu && ctx->info.l2_bytes > 0 && ctx->ops->buffer_fill &&
+        ctx->ops->buffer_alloc(ctx->dev, (size_t)ctx->info.l2_bytes * 2, &flush) != AT_OK)
+        flush.handle = NULL; /* no room: time without flushing */
 
-    while (st == AT_OK) {
+    while (st == AT_OK && !lost) {
         if (opts->cancel && *opts->cancel) {
             cancelled = 1;
             break;
@@ -485,7 +509,8 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
             rec.status = AT_RS_RESOURCE_LIMIT; /* rejected before it reaches the device */
         } else {
             measure(ctx, p, j->prog, global, local, s->launch_dims,
-                    r.have_best ? r.best_rec.median_us : 0, &rec);
+                    r.have_best ? r.best_rec.median_us : 0, flush.handle ? &flush : NULL, &rec,
+                    &lost);
         }
         r.measured++;
         int was_best = r.have_best ? (int)r.best_cfg : -1;
@@ -512,6 +537,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         }
     }
     if (pool_up) pool_stop(&pl);
+    if (flush.handle) ctx->ops->buffer_free(ctx->dev, flush);
     for (size_t q = qhead; queue && q < qtail; q++) {
         if (queue[q]) ctx->ops->program_free(queue[q]->prog);
         free(queue[q]);
@@ -520,11 +546,11 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     flush_batch(&r);
     if (st == AT_OK && r.write_error != AT_OK) st = r.write_error;
 
-    if (st == AT_OK && !r.have_best)
+    if (st == AT_OK && !r.have_best && !lost)
         st = at_fail(
             AT_ERR_NO_VALID_CONFIG, "no candidate of %lld evaluated succeeded (first failure: %s)",
             (long long)r.evaluated, r.first_failure[0] ? r.first_failure : "none evaluated");
-    if (st == AT_OK) {
+    if (st == AT_OK && r.have_best) {
         const int64_t *cfg = r.configs + r.best_cfg * np;
         double flops = at_space_flops(s, cfg);
         at_config_format(s, cfg, best_config, best_len);
@@ -533,7 +559,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         rep->best_max_rel_error = r.best_rec.max_rel_error;
         snprintf(rep->best_config, sizeof rep->best_config, "%s", best_config);
         if (r.best_prog) store_binary(ctx, t->source, r.best_options, r.best_prog);
-        if (!cancelled) {
+        if (!cancelled && !lost) {
             at_best_rec b = {0};
             snprintf(b.config, sizeof b.config, "%s", best_config);
             snprintf(b.template_hash, sizeof b.template_hash, "%s", t->hash);
@@ -558,6 +584,11 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     rep->measured = r.measured;
     rep->failed = r.failed;
     rep->seconds = at_now() - t0;
+    if (st == AT_OK && lost)
+        st = at_fail(AT_ERR_DEVICE_LOST,
+                     "a candidate crashed the device context after %lld candidates; "
+                     "measurements are saved and a run on a new context resumes",
+                     (long long)r.evaluated);
     if (st == AT_OK && cancelled)
         st = at_fail(AT_ERR_INTERRUPTED,
                      "interrupted after %lld candidates; measurements are saved "

@@ -17,6 +17,7 @@ struct at_context {
     at_db *db;
     char *db_path;
     int compile_threads;
+    int device_index;
     char last_error[4096];
 };
 

@@ -38,6 +38,7 @@ typedef enum CUdevice_attribute {
     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8,
     CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10,
     CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12,
+    CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
     CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13, /* kHz */
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
@@ -98,7 +99,10 @@ typedef struct _nvrtcProgram *nvrtcProgram;
     X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr *, size_t))                              \
     X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr))                                          \
     X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr, const void *, size_t))              \
-    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *, CUdeviceptr, size_t))
+    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *, CUdeviceptr, size_t))                    \
+    X(cuMemsetD8Async, "cuMemsetD8Async", CUresult,                                                \
+      (CUdeviceptr, unsigned char, size_t, CUstream))                                              \
+    X(cuCtxSynchronize, "cuCtxSynchronize", CUresult, (void))
 
 #define AT_NVRTC_SYMBOLS(X)                                                                        \
     X(nvrtcVersion, "nvrtcVersion", nvrtcResult, (int *, int *))                                   \
@@ -364,6 +368,7 @@ static at_status cuda_device_info(int idx, at_device_info *out)
      * limit (48 KB); opting in to more (227 KB on an H200) needs dynamic shared memory. */
     out->local_mem_bytes = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
     out->max_registers_per_block = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+    out->l2_bytes = dev_attr(dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
     size_t total = 0;
     if (cu.cuDeviceTotalMem(&total, dev) == 0) out->global_mem_bytes = (int64_t)total;
     out->max_alloc_bytes = out->global_mem_bytes;
@@ -863,6 +868,22 @@ static at_status cuda_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_
     return st;
 }
 
+static at_status cuda_buffer_fill(at_bdev *d, at_bbuf b, unsigned char value)
+{
+    AT_TRY(need_device(d, "buffer_fill"));
+    CUresult r = cu.cuMemsetD8Async(devptr(b), value, b.bytes, d->stream);
+    return r == 0 ? AT_OK : cu_fail(AT_ERR_LAUNCH, "cuMemsetD8Async", r);
+}
+
+/* A fault (illegal address, launch failure) is sticky: every later call on the context fails,
+ * so the caller must recycle it. */
+static at_status cuda_check(at_bdev *d)
+{
+    AT_TRY(need_device(d, "check"));
+    CUresult r = cu.cuCtxSynchronize();
+    return r == 0 ? AT_OK : cu_fail(AT_ERR_DEVICE_LOST, "cuCtxSynchronize", r);
+}
+
 static at_status cuda_finish(at_bdev *d)
 {
     AT_TRY(need_device(d, "finish"));
@@ -980,6 +1001,8 @@ const at_backend_ops at_cuda_backend = {
     .buffer_write = cuda_buffer_write,
     .buffer_read = cuda_buffer_read,
     .buffer_free = cuda_buffer_free,
+    .buffer_fill = cuda_buffer_fill,
+    .check = cuda_check,
     .launch = cuda_launch,
     .finish = cuda_finish,
     .native_context = cuda_native_context,

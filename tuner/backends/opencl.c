@@ -40,6 +40,7 @@
     X(clReleaseMemObject)                                                                          \
     X(clEnqueueWriteBuffer)                                                                        \
     X(clEnqueueReadBuffer)                                                                         \
+    X(clEnqueueFillBuffer)                                                                         \
     X(clEnqueueNDRangeKernel)                                                                      \
     X(clWaitForEvents)                                                                             \
     X(clGetEventProfilingInfo)                                                                     \
@@ -334,6 +335,7 @@ static at_status ocl_device_info(int idx, at_device_info *out)
     }
     out->local_mem_bytes = dev_ulong(e.device, CL_DEVICE_LOCAL_MEM_SIZE);
     out->global_mem_bytes = dev_ulong(e.device, CL_DEVICE_GLOBAL_MEM_SIZE);
+    out->l2_bytes = dev_ulong(e.device, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE);
     out->max_alloc_bytes = dev_ulong(e.device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
     out->clock_mhz = dev_uint(e.device, CL_DEVICE_MAX_CLOCK_FREQUENCY);
     cl_device_type type = 0;
@@ -631,6 +633,14 @@ static at_status ocl_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t
     return s;
 }
 
+static at_status ocl_buffer_fill(at_bdev *d, at_bbuf b, unsigned char value)
+{
+    AT_TRY(at_bbuf_check(b, 0, b.bytes, "buffer_fill"));
+    cl_int err =
+        cl.clEnqueueFillBuffer(d->queue, (cl_mem)b.handle, &value, 1, 0, b.bytes, 0, NULL, NULL);
+    return err == CL_SUCCESS ? AT_OK : ocl_fail(AT_ERR_LAUNCH, "clEnqueueFillBuffer", err);
+}
+
 static at_status ocl_finish(at_bdev *d)
 {
     cl_int err = cl.clFinish(d->queue);
@@ -656,6 +666,7 @@ const at_backend_ops at_opencl_backend = {
     .buffer_write = ocl_buffer_write,
     .buffer_read = ocl_buffer_read,
     .buffer_free = ocl_buffer_free,
+    .buffer_fill = ocl_buffer_fill,
     .launch = ocl_launch,
     .finish = ocl_finish,
     .native_context = ocl_native_context,
