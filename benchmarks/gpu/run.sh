@@ -1,0 +1,474 @@
+#!/usr/bin/env bash
+# GPU benchmark (reference: one NVIDIA H200): CUDA correctness over awkward shapes and every
+# dtype/layout, tuning of bf16/f16/f32 GEMM at 8192^3 and at LLM shapes, and torch.matmul
+# (cuBLAS) on the same shapes in the same run; raw logs and a JSON summary of ratios in OUTDIR.
+# Meant to finish in under 8 minutes. Without a GPU it still finds or builds autotune, runs the
+# compile-only check (NVRTC, no device), writes a summary saying so, and exits 0.
+#
+# Usage: benchmarks/gpu/run.sh OUTDIR
+# Environment (all optional):
+#   AUTOTUNE=path          use this autotune binary (no probing of build dirs, no build)
+#   BUILD_DIR=build        prebuilt build folder tried first (used if its autotune runs and has
+#                          the cuda backend compiled in)
+#   GPU_BUILD_DIR=build-gpu  where to configure and build when the prebuilt one is not usable
+#   FORCE_BUILD=1          always build into GPU_BUILD_DIR
+#   AT_DEPS=DIR            LMDB/libyaml/cmocka/OpenCL headers unpacked by fetch-deps.sh
+#                          (default: ROOT/build-deps if it exists)
+#   DTYPES="bf16 f16 f32"  tuning dtypes, in priority order
+#   SHAPES="8192x8192x8192 4096x4096x4096 8192x28672x8192 16x8192x8192 4096x1024x14336"
+#                          tuning shapes MxNxK, in priority order (within each dtype)
+#   TUNE_BUDGET=40         --budget of each tuning run (N evaluations or Ns)
+#   TUNE_RUN_TIMEOUT_S=90  a tuning run is stopped (SIGTERM: it saves what it measured) after it
+#   CORRECT_DTYPES="f32 f16 bf16" CORRECT_LAYOUTS="nn nt tn tt"
+#   CORRECT_SHAPES="1x1x1 7x5x3 127x129x65 1000x999x77 16x8192x128"
+#   CORRECT_BUDGET=3 CORRECT_JOBS=4 CORRECT_TIMEOUT_S=60
+#   TIME_LIMIT_S=470       the whole run's target (seconds since start)
+#   CORRECT_DEADLINE_S=150 no new correctness case starts after this (since start)
+#   TUNE_DEADLINE_S=420    no new tuning run starts after this (since start)
+#   TORCH_ARGS=""          extra arguments for torch_bench.py
+#   ARCH=sm_90a            target of the compile-only check
+#   PYTHON=python3
+#   SKIP="..."             steps to skip: ctest correctness cublas tune compile
+set -euo pipefail
+SECONDS=0
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+
+if [ $# -ne 1 ]; then
+    echo "usage: $0 OUTDIR" >&2
+    exit 2
+fi
+mkdir -p "$1"
+OUTDIR=$(cd "$1" && pwd)
+
+abspath() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s' "$ROOT/$1" ;; esac; }
+AUTOTUNE=${AUTOTUNE:-}
+[ -n "$AUTOTUNE" ] && AUTOTUNE=$(abspath "$AUTOTUNE")
+BUILD_DIR=$(abspath "${BUILD_DIR:-build}")
+GPU_BUILD_DIR=$(abspath "${GPU_BUILD_DIR:-build-gpu}")
+FORCE_BUILD=${FORCE_BUILD:-0}
+AT_DEPS=${AT_DEPS:-}
+if [ -z "$AT_DEPS" ] && [ -d "$ROOT/build-deps/usr" ]; then AT_DEPS="$ROOT/build-deps"; fi
+[ -n "$AT_DEPS" ] && AT_DEPS=$(abspath "$AT_DEPS")
+DTYPES=${DTYPES:-"bf16 f16 f32"}
+SHAPES=${SHAPES:-"8192x8192x8192 4096x4096x4096 8192x28672x8192 16x8192x8192 4096x1024x14336"}
+TUNE_BUDGET=${TUNE_BUDGET:-40}
+TUNE_RUN_TIMEOUT_S=${TUNE_RUN_TIMEOUT_S:-90}
+CORRECT_DTYPES=${CORRECT_DTYPES:-"f32 f16 bf16"}
+CORRECT_LAYOUTS=${CORRECT_LAYOUTS:-"nn nt tn tt"}
+CORRECT_SHAPES=${CORRECT_SHAPES:-"1x1x1 7x5x3 127x129x65 1000x999x77 16x8192x128"}
+CORRECT_BUDGET=${CORRECT_BUDGET:-3}
+CORRECT_JOBS=${CORRECT_JOBS:-4}
+CORRECT_TIMEOUT_S=${CORRECT_TIMEOUT_S:-60}
+TIME_LIMIT_S=${TIME_LIMIT_S:-470}
+CORRECT_DEADLINE_S=${CORRECT_DEADLINE_S:-150}
+TUNE_DEADLINE_S=${TUNE_DEADLINE_S:-420}
+TORCH_ARGS=${TORCH_ARGS:-}
+ARCH=${ARCH:-sm_90a}
+PYTHON=${PYTHON:-python3}
+SKIP=${SKIP:-}
+NPROC=$(nproc 2> /dev/null || echo 4)
+
+STEPS="$OUTDIR/steps"
+rm -rf "$STEPS" "$OUTDIR/correctness" "$OUTDIR/tune" "$OUTDIR/summary.json" "$OUTDIR/summary.txt"
+mkdir -p "$STEPS" "$OUTDIR/correctness" "$OUTDIR/tune"
+: > "$OUTDIR/run.log"
+: > "$OUTDIR/skipped.txt"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/autotune-gpu-bench.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+log() { printf '[run.sh %s +%ds] %s\n' "$(date +%H:%M:%S)" "$SECONDS" "$*" | tee -a "$OUTDIR/run.log" >&2; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+skipped() { case " $SKIP " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+quote() { local out="" a; for a in "$@"; do out+="$(printf '%q' "$a") "; done; printf '%s' "${out% }"; }
+# step_record NAME key=value...  -> $STEPS/NAME.env (read by summarize.py)
+step_record() {
+    local name=$1 kv
+    shift
+    : > "$STEPS/$name.env"
+    for kv in "$@"; do printf '%s\n' "$kv" >> "$STEPS/$name.env"; done
+}
+skip_note() { printf '%s\n' "$*" >> "$OUTDIR/skipped.txt"; log "SKIPPED: $*"; }
+# logged LOGFILE cmd...: appends "$ cmd", its output, and "# rc=.. wall=..s" to LOGFILE;
+# returns the command's exit status.
+logged() {
+    local logf=$1 rc=0 t0 t1
+    shift
+    t0=$(now)
+    { printf '$ %s\n' "$(quote "$@")"; } >> "$logf"
+    "$@" >> "$logf" 2>&1 || rc=$?
+    t1=$(now)
+    printf '# rc=%s wall=%ss\n\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$logf"
+    return "$rc"
+}
+
+# ---- dependencies unpacked from .deb files (fetch-deps.sh) --------------------------------
+if [ -n "$AT_DEPS" ]; then
+    if [ -d "$AT_DEPS/usr" ]; then
+        DL="$AT_DEPS/usr/lib/x86_64-linux-gnu"
+        export PKG_CONFIG_PATH="$DL/pkgconfig:$AT_DEPS/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+        export CMAKE_PREFIX_PATH="$AT_DEPS/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+        export CMAKE_INCLUDE_PATH="$AT_DEPS/usr/include${CMAKE_INCLUDE_PATH:+:$CMAKE_INCLUDE_PATH}"
+        export CMAKE_LIBRARY_PATH="$DL${CMAKE_LIBRARY_PATH:+:$CMAKE_LIBRARY_PATH}"
+        export LIBRARY_PATH="$DL${LIBRARY_PATH:+:$LIBRARY_PATH}"
+        export LD_LIBRARY_PATH="$DL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    else
+        log "WARNING: AT_DEPS=$AT_DEPS has no usr/ folder; ignored"
+        AT_DEPS=
+    fi
+fi
+
+# ---- settings ----------------------------------------------------------------------------
+{
+    echo "OUTDIR=$OUTDIR"
+    echo "ROOT=$ROOT"
+    echo "AUTOTUNE=${AUTOTUNE:-auto}"
+    echo "BUILD_DIR=$BUILD_DIR GPU_BUILD_DIR=$GPU_BUILD_DIR FORCE_BUILD=$FORCE_BUILD"
+    echo "AT_DEPS=${AT_DEPS:-none}"
+    echo "DTYPES=$DTYPES"
+    echo "SHAPES=$SHAPES"
+    echo "TUNE_BUDGET=$TUNE_BUDGET TUNE_RUN_TIMEOUT_S=$TUNE_RUN_TIMEOUT_S"
+    echo "CORRECT_DTYPES=$CORRECT_DTYPES CORRECT_LAYOUTS=$CORRECT_LAYOUTS"
+    echo "CORRECT_SHAPES=$CORRECT_SHAPES"
+    echo "CORRECT_BUDGET=$CORRECT_BUDGET CORRECT_JOBS=$CORRECT_JOBS CORRECT_TIMEOUT_S=$CORRECT_TIMEOUT_S"
+    echo "TIME_LIMIT_S=$TIME_LIMIT_S CORRECT_DEADLINE_S=$CORRECT_DEADLINE_S TUNE_DEADLINE_S=$TUNE_DEADLINE_S"
+    echo "TORCH_ARGS=$TORCH_ARGS ARCH=$ARCH PYTHON=$PYTHON SKIP=$SKIP"
+    echo "PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+} > "$OUTDIR/settings.txt"
+log "output in $OUTDIR"
+
+# ---- 1. environment ----------------------------------------------------------------------
+ENVLOG="$OUTDIR/env.log"
+: > "$ENVLOG"
+date -u +%Y-%m-%dT%H:%M:%SZ > "$OUTDIR/date.txt"
+logged "$ENVLOG" date -u || true
+logged "$ENVLOG" uname -a || true
+logged "$ENVLOG" nproc || true
+HAVE_SMI=0
+if command -v nvidia-smi > /dev/null 2>&1; then
+    if logged "$ENVLOG" nvidia-smi; then HAVE_SMI=1; fi
+    logged "$ENVLOG" nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,power.limit,temperature.gpu --format=csv || true
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUTDIR/gpu.txt" 2>&1 || true
+else
+    echo "nvidia-smi: not found" >> "$ENVLOG"
+    echo "none (nvidia-smi not found)" > "$OUTDIR/gpu.txt"
+fi
+logged "$ENVLOG" "$PYTHON" --version || true
+logged "$ENVLOG" "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' || true
+logged "$ENVLOG" cmake --version || true
+if git -C "$ROOT" rev-parse HEAD > "$OUTDIR/git-rev.txt" 2> /dev/null; then
+    git -C "$ROOT" status --short > "$OUTDIR/git-status.txt" 2>&1 || true
+else
+    echo "unknown (no git repository)" > "$OUTDIR/git-rev.txt"
+fi
+# content digest of the sources, so a run on a copy of the tree without .git is identified too
+(cd "$ROOT" && find CMakeLists.txt include tuner templates search cache -type f \
+     \( -name '*.c' -o -name '*.h' -o -name '*.cl' -o -name '*.yaml' -o -name '*.cmake' -o -name CMakeLists.txt \) \
+     2> /dev/null | LC_ALL=C sort | xargs sha256sum 2> /dev/null | sha256sum | cut -c1-16) \
+    > "$OUTDIR/source-digest.txt" || true
+{ echo "git rev: $(cat "$OUTDIR/git-rev.txt")"; echo "source digest: $(cat "$OUTDIR/source-digest.txt")"; } >> "$ENVLOG"
+
+# ---- find or build autotune --------------------------------------------------------------
+BUILDLOG="$OUTDIR/build.log"
+: > "$BUILDLOG"
+AUTOTUNE_FROM=
+# usable BIN: runs (devices exits 0) and has the cuda backend compiled in
+usable() {
+    local bin=$1 out
+    [ -x "$bin" ] || { echo "# $bin: missing" >> "$BUILDLOG"; return 1; }
+    logged "$BUILDLOG" "$bin" devices --json || return 1
+    out=$("$bin" devices --json 2> /dev/null) || return 1
+    case "$out" in
+        *'"name":"cuda"'*) ;;
+        *) echo "# $bin: no cuda entry in 'devices'" >> "$BUILDLOG"; return 1 ;;
+    esac
+    case "$out" in
+        *'has no cuda backend'*) echo "# $bin: built without the cuda backend" >> "$BUILDLOG"; return 1 ;;
+    esac
+    return 0
+}
+build_autotune() {
+    local dir=$GPU_BUILD_DIR home
+    # a build folder carried from another machine names another source path: start afresh
+    if [ -f "$dir/CMakeCache.txt" ]; then
+        home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$dir/CMakeCache.txt")
+        if [ "$home" != "$ROOT" ]; then
+            echo "# $dir was configured for '$home', not '$ROOT': removing it" >> "$BUILDLOG"
+            rm -rf "$dir"
+        fi
+    fi
+    local cfg=(cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release)
+    if [ -n "$AT_DEPS" ]; then
+        cfg+=(-DCMAKE_PREFIX_PATH="$AT_DEPS/usr" -DCMAKE_INCLUDE_PATH="$AT_DEPS/usr/include")
+    fi
+    log "configuring: $(quote "${cfg[@]}")"
+    if ! logged "$BUILDLOG" "${cfg[@]}"; then
+        log "configure failed (cmocka missing?); again without the tests"
+        rm -rf "$dir"
+        logged "$BUILDLOG" "${cfg[@]}" -DAT_BUILD_TESTS=OFF || return 1
+    fi
+    log "building: cmake --build $dir -j $NPROC"
+    if ! logged "$BUILDLOG" cmake --build "$dir" -j "$NPROC"; then
+        log "full build failed; building only the autotune command"
+        logged "$BUILDLOG" cmake --build "$dir" -j "$NPROC" --target autotune_cli || return 1
+    fi
+    [ -x "$dir/autotune" ]
+}
+t0=$(now)
+if [ -n "$AUTOTUNE" ]; then
+    logged "$BUILDLOG" "$AUTOTUNE" devices --json || true
+    AUTOTUNE_FROM="AUTOTUNE (given)"
+elif [ "$FORCE_BUILD" != 1 ] && usable "$BUILD_DIR/autotune"; then
+    AUTOTUNE="$BUILD_DIR/autotune"
+    AUTOTUNE_FROM="prebuilt $BUILD_DIR"
+else
+    [ "$FORCE_BUILD" = 1 ] || log "$BUILD_DIR/autotune is missing, does not run here, or has no cuda backend: building"
+    if ! command -v cmake > /dev/null; then
+        log "ERROR: cmake not found; cannot build"
+    elif build_autotune && usable "$GPU_BUILD_DIR/autotune"; then
+        AUTOTUNE="$GPU_BUILD_DIR/autotune"
+        AUTOTUNE_FROM="built into $GPU_BUILD_DIR"
+    elif [ -x "$GPU_BUILD_DIR/autotune" ]; then
+        AUTOTUNE="$GPU_BUILD_DIR/autotune"
+        AUTOTUNE_FROM="built into $GPU_BUILD_DIR (no usable cuda backend)"
+    fi
+fi
+t1=$(now)
+if [ -z "$AUTOTUNE" ] || [ ! -x "$AUTOTUNE" ]; then
+    log "ERROR: no autotune binary (see $BUILDLOG); autotune steps are skipped"
+    step_record build status=failed "t0=$t0" "t1=$t1" "log=build.log"
+    AUTOTUNE=
+else
+    log "autotune: $AUTOTUNE ($AUTOTUNE_FROM)"
+    step_record build status=ok "t0=$t0" "t1=$t1" "binary=$AUTOTUNE" "from=$AUTOTUNE_FROM" "log=build.log"
+    logged "$ENVLOG" "$AUTOTUNE" version || true
+fi
+# the build folder whose ctest runs: the one the binary came from
+CTEST_DIR=
+CTEST_WHY="no ctest folder next to the autotune binary"
+if [ -n "$AUTOTUNE" ] && [ -f "$(dirname "$AUTOTUNE")/CTestTestfile.cmake" ]; then
+    CTEST_DIR=$(dirname "$AUTOTUNE")
+    # a build folder configured on another machine names test binaries by that machine's paths
+    home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$CTEST_DIR/CMakeCache.txt" 2> /dev/null || true)
+    if [ -n "$home" ] && [ "$home" != "$ROOT" ]; then
+        CTEST_WHY="$CTEST_DIR was configured for '$home', not '$ROOT' (FORCE_BUILD=1 builds here)"
+        CTEST_DIR=
+    fi
+fi
+
+# ---- does autotune see a CUDA device? ----------------------------------------------------
+AT_CUDA=0
+AT_CUDA_WHY="no autotune binary"
+if [ -n "$AUTOTUNE" ]; then
+    logged "$ENVLOG" "$AUTOTUNE" devices || true
+    "$AUTOTUNE" devices --json > "$OUTDIR/devices.json" 2> "$OUTDIR/devices.stderr.log" || true
+    logged "$ENVLOG" cat "$OUTDIR/devices.json" || true
+    AT_CUDA_WHY=$("$PYTHON" - "$OUTDIR/devices.json" << 'EOF' || echo "cannot read devices.json"
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("unreadable 'autotune devices --json': %s" % e); sys.exit(0)
+for b in d.get("backends", []):
+    if b.get("name") == "cuda":
+        if b.get("available") and b.get("devices"):
+            print("ok: %s" % b["devices"][0].get("name")); sys.exit(0)
+        print(b.get("why") or "cuda available but no device"); sys.exit(0)
+print("no cuda backend listed")
+EOF
+)
+    case "$AT_CUDA_WHY" in ok:*) AT_CUDA=1 ;; esac
+fi
+if [ "$AT_CUDA" = 1 ]; then
+    MODE=gpu
+    MODE_NOTE="autotune cuda device: ${AT_CUDA_WHY#ok: }"
+elif [ "$HAVE_SMI" = 1 ]; then
+    MODE=gpu-no-autotune
+    MODE_NOTE="GPU present (nvidia-smi) but autotune's cuda backend is unavailable: $AT_CUDA_WHY; autotune device steps skipped"
+else
+    MODE=no-gpu
+    MODE_NOTE="no GPU: device steps skipped (nvidia-smi: $([ "$HAVE_SMI" = 1 ] && echo ok || echo 'missing or failing'); autotune cuda: $AT_CUDA_WHY)"
+fi
+step_record mode "mode=$MODE" "note=$MODE_NOTE" "have_smi=$HAVE_SMI" "at_cuda=$AT_CUDA"
+log "mode: $MODE — $MODE_NOTE"
+
+# ---- compile-only (NVRTC, no device): when autotune cannot run on the GPU ----------------
+if [ "$AT_CUDA" != 1 ] && [ -n "$AUTOTUNE" ] && ! skipped compile; then
+    cmd=("$AUTOTUNE" space gemm --backend cuda --arch "$ARCH" --compile --limit 20 --json)
+    log "compile-only: $(quote "${cmd[@]}")"
+    t0=$(now); rc=0
+    { printf '$ %s\n' "$(quote "${cmd[@]}")"; } > "$OUTDIR/compile.log"
+    timeout --signal=TERM --kill-after=10 300 "${cmd[@]}" > "$OUTDIR/compile.json" 2>> "$OUTDIR/compile.log" || rc=$?
+    t1=$(now)
+    cat "$OUTDIR/compile.json" >> "$OUTDIR/compile.log"
+    printf '# rc=%s wall=%ss\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$OUTDIR/compile.log"
+    step_record compile status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" \
+        "stdout=compile.json" "log=compile.log"
+    log "compile-only: rc=$rc"
+fi
+
+# ---- 2. correctness ----------------------------------------------------------------------
+# (a) ctest -L gpu
+if [ "$AT_CUDA" = 1 ] && ! skipped ctest; then
+    if [ -z "$CTEST_DIR" ]; then
+        step_record ctest status=none "note=$CTEST_WHY"
+        skip_note "ctest -L gpu: $CTEST_WHY"
+    else
+        n=$(cd "$CTEST_DIR" && ctest -N -L gpu 2> /dev/null | sed -n 's/^Total Tests: //p')
+        if [ "${n:-0}" = 0 ]; then
+            step_record ctest status=none "note=no ctest tests labelled gpu in $CTEST_DIR"
+            log "ctest: no tests labelled gpu in $CTEST_DIR (recorded)"
+            { echo "no ctest tests labelled gpu in $CTEST_DIR"; (cd "$CTEST_DIR" && ctest -N 2>&1) || true; } > "$OUTDIR/ctest.log"
+        else
+            cmd=(ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure --timeout 120)
+            log "ctest: $(quote "${cmd[@]}") ($n tests)"
+            : > "$OUTDIR/ctest.log"
+            t0=$(now); rc=0
+            timeout --signal=TERM --kill-after=10 180 "${cmd[@]}" >> "$OUTDIR/ctest.log" 2>&1 || rc=$?
+            t1=$(now)
+            step_record ctest status=ran "rc=$rc" "tests=$n" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "log=ctest.log"
+            log "ctest: rc=$rc"
+        fi
+    fi
+elif [ "$AT_CUDA" != 1 ]; then
+    step_record ctest status=skipped "note=$MODE_NOTE"
+fi
+
+# (b) autotune gemm --backend cuda on awkward shapes, every dtype and layout
+CORRECT_DB="$WORK/correct-db"
+correct_case() {   # dtype layout MxNxK
+    local d=$1 l=$2 s=$3 m n k name rc=0 t0 t1 budget_left
+    IFS=x read -r m n k <<< "$s"
+    name="correct_${d}_${l}_${s}"
+    budget_left=$((TIME_LIMIT_S - SECONDS))
+    [ "$budget_left" -lt "$CORRECT_TIMEOUT_S" ] || budget_left=$CORRECT_TIMEOUT_S
+    local cmd=("$AUTOTUNE" gemm --backend cuda --dtype "$d" --layout "$l" --m "$m" --n "$n" --k "$k"
+               --budget "$CORRECT_BUDGET" --db "$CORRECT_DB/$name" --json)
+    mkdir -p "$CORRECT_DB/$name"
+    t0=$(now)
+    timeout --signal=TERM --kill-after=10 "$budget_left" "${cmd[@]}" \
+        > "$OUTDIR/correctness/$name.json" 2> "$OUTDIR/correctness/$name.stderr.log" || rc=$?
+    t1=$(now)
+    step_record "$name" status=ran kind=correctness "dtype=$d" "layout=$l" "shape=$s" "rc=$rc" \
+        "t0=$t0" "t1=$t1" "timeout=$budget_left" "cmd=$(quote "${cmd[@]}")" \
+        "stdout=correctness/$name.json" "stderr=correctness/$name.stderr.log"
+    rm -rf "${CORRECT_DB:?}/$name"
+}
+if [ "$AT_CUDA" = 1 ] && ! skipped correctness; then
+    log "correctness: $CORRECT_DTYPES x $CORRECT_LAYOUTS x $CORRECT_SHAPES, budget $CORRECT_BUDGET, $CORRECT_JOBS at a time"
+    mkdir -p "$CORRECT_DB"
+    ncase=0
+    # shapes outermost, so a deadline cuts whole shapes, never a dtype
+    for s in $CORRECT_SHAPES; do
+        for l in $CORRECT_LAYOUTS; do
+            for d in $CORRECT_DTYPES; do
+                name="correct_${d}_${l}_${s}"
+                if [ "$SECONDS" -ge "$CORRECT_DEADLINE_S" ]; then
+                    step_record "$name" status=skipped kind=correctness "dtype=$d" "layout=$l" "shape=$s" \
+                        "note=time budget: ${CORRECT_DEADLINE_S}s passed"
+                    skip_note "correctness $d $l $s (CORRECT_DEADLINE_S=$CORRECT_DEADLINE_S passed)"
+                    continue
+                fi
+                while [ "$(jobs -rp | wc -l)" -ge "$CORRECT_JOBS" ]; do wait -n || true; done
+                correct_case "$d" "$l" "$s" &
+                ncase=$((ncase + 1))
+            done
+        done
+    done
+    wait || true
+    # correctness.log: every case's command, output and exit status, in order
+    : > "$OUTDIR/correctness.log"
+    for s in $CORRECT_SHAPES; do for l in $CORRECT_LAYOUTS; do for d in $CORRECT_DTYPES; do
+        name="correct_${d}_${l}_${s}"
+        [ -f "$OUTDIR/correctness/$name.json" ] || continue
+        {
+            printf '$ %s\n' "$(sed -n 's/^cmd=//p' "$STEPS/$name.env")"
+            cat "$OUTDIR/correctness/$name.json" "$OUTDIR/correctness/$name.stderr.log"
+            printf '# rc=%s wall=%ss\n\n' "$(sed -n 's/^rc=//p' "$STEPS/$name.env")" \
+                "$(elapsed "$(sed -n 's/^t0=//p' "$STEPS/$name.env")" "$(sed -n 's/^t1=//p' "$STEPS/$name.env")")"
+        } >> "$OUTDIR/correctness.log"
+    done; done; done
+    log "correctness: $ncase cases run; $(grep -c '^# rc=0 ' "$OUTDIR/correctness.log" || true) exited 0"
+elif [ "$AT_CUDA" != 1 ]; then
+    skip_note "correctness: $MODE_NOTE"
+fi
+
+# ---- 4. cuBLAS through torch.matmul (before tuning: short, and never squeezed out) -------
+if [ "$HAVE_SMI" = 1 ] && ! skipped cublas; then
+    left=$((TIME_LIMIT_S - SECONDS - 20))
+    [ "$left" -gt 180 ] && left=180
+    [ "$left" -lt 30 ] && left=30
+    # shellcheck disable=SC2206  # TORCH_ARGS is split on purpose
+    cmd=("$PYTHON" "$HERE/torch_bench.py" --dtypes "$DTYPES" --shapes "$SHAPES" --deadline-s $((left - 15)) $TORCH_ARGS)
+    log "cublas: $(quote "${cmd[@]}") (timeout ${left}s)"
+    { printf '$ %s\n' "$(quote "${cmd[@]}")"; } > "$OUTDIR/cublas.log"
+    t0=$(now); rc=0
+    timeout --signal=TERM --kill-after=10 "$left" "${cmd[@]}" > "$OUTDIR/cublas.jsonl" 2>> "$OUTDIR/cublas.log" || rc=$?
+    t1=$(now)
+    cat "$OUTDIR/cublas.jsonl" >> "$OUTDIR/cublas.log"
+    printf '# rc=%s wall=%ss\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$OUTDIR/cublas.log"
+    step_record cublas status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" \
+        "stdout=cublas.jsonl" "log=cublas.log"
+    log "cublas: rc=$rc, wall $(elapsed "$t0" "$t1") s"
+else
+    step_record cublas status=skipped "note=$([ "$HAVE_SMI" = 1 ] && echo 'SKIP' || echo 'no GPU (nvidia-smi)')"
+    [ "$HAVE_SMI" = 1 ] || skip_note "cublas (torch.matmul): no GPU"
+fi
+
+# ---- 3. tuning ---------------------------------------------------------------------------
+TUNE_DB="$OUTDIR/tune.db"
+if [ "$AT_CUDA" = 1 ] && ! skipped tune; then
+    rm -rf "$TUNE_DB"
+    mkdir -p "$TUNE_DB"
+    : > "$OUTDIR/tune.log"
+    # priority: bf16 8192^3, bf16 LLM shapes, then f16, then f32 (DTYPES/SHAPES order)
+    for d in $DTYPES; do
+        for s in $SHAPES; do
+            IFS=x read -r m n k <<< "$s"
+            name="tune_${d}_${s}"
+            left=$((TIME_LIMIT_S - 10 - SECONDS))
+            if [ "$SECONDS" -ge "$TUNE_DEADLINE_S" ] || [ "$left" -lt 15 ]; then
+                step_record "$name" status=skipped kind=tune "dtype=$d" "shape=$s" \
+                    "note=time budget: ${SECONDS}s passed (TUNE_DEADLINE_S=$TUNE_DEADLINE_S)"
+                skip_note "tune $d $s (time budget: ${SECONDS}s passed, TUNE_DEADLINE_S=$TUNE_DEADLINE_S)"
+                continue
+            fi
+            tmo=$TUNE_RUN_TIMEOUT_S
+            [ "$left" -lt "$tmo" ] && tmo=$left
+            cmd=("$AUTOTUNE" gemm --backend cuda --dtype "$d" --m "$m" --n "$n" --k "$k"
+                 --budget "$TUNE_BUDGET" --db "$TUNE_DB" --json)
+            log "tune $d $s (timeout ${tmo}s): $(quote "${cmd[@]}")"
+            t0=$(now); rc=0
+            timeout --signal=TERM --kill-after=15 "$tmo" "${cmd[@]}" \
+                > "$OUTDIR/tune/$name.json" 2> "$OUTDIR/tune/$name.stderr.log" || rc=$?
+            t1=$(now)
+            # every measurement of this problem (also what an interrupted run saved)
+            "$AUTOTUNE" db show "gemm/$d/nn/${m}x${n}x${k}|" --db "$TUNE_DB" \
+                > "$OUTDIR/tune/$name.db-show.log" 2>&1 || true
+            step_record "$name" status=ran kind=tune "dtype=$d" "shape=$s" "rc=$rc" "t0=$t0" "t1=$t1" \
+                "timeout=$tmo" "cmd=$(quote "${cmd[@]}")" "stdout=tune/$name.json" \
+                "stderr=tune/$name.stderr.log" "dbshow=tune/$name.db-show.log"
+            {
+                printf '$ %s\n' "$(quote "${cmd[@]}")"
+                cat "$OUTDIR/tune/$name.json" "$OUTDIR/tune/$name.stderr.log"
+                printf '# rc=%s wall=%ss timeout=%ss\n\n' "$rc" "$(elapsed "$t0" "$t1")" "$tmo"
+            } >> "$OUTDIR/tune.log"
+            log "tune $d $s: rc=$rc, wall $(elapsed "$t0" "$t1") s"
+        done
+    done
+elif [ "$AT_CUDA" != 1 ]; then
+    skip_note "tuning: $MODE_NOTE"
+fi
+
+# ---- 5. summary --------------------------------------------------------------------------
+log "writing summary (total ${SECONDS}s so far)"
+echo "$SECONDS" > "$OUTDIR/total-seconds.txt"
+if ! "$PYTHON" "$HERE/summarize.py" "$OUTDIR" > "$OUTDIR/summarize.log" 2>&1; then
+    log "ERROR: summarize.py failed, see $OUTDIR/summarize.log"
+    cat "$OUTDIR/summarize.log" >&2
+fi
+[ -f "$OUTDIR/summary.txt" ] && cat "$OUTDIR/summary.txt"
+log "done in ${SECONDS}s"
+exit 0
