@@ -93,6 +93,8 @@ at_status at_template_bind_device(at_template *t, const at_device_info *d)
         {"compute_units", d->compute_units},
         {"warp_size", d->warp_size},
         {"is_cpu", d->is_cpu},
+        {"max_registers_per_block", d->max_registers_per_block},
+        {"l2_bytes", d->l2_bytes},
     };
     /* A space declares the device variables it uses; the others are not an error. */
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {

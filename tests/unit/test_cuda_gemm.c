@@ -21,9 +21,10 @@ static int have_nvrtc(void)
     return 1;
 }
 
-static void compile_sample(const char *arch, at_layout layout, int64_t m, int64_t n, int64_t k)
+static void compile_sample(const char *arch, at_dtype dtype, at_layout layout, int64_t m, int64_t n,
+                           int64_t k)
 {
-    at_gemm_problem p = {.m = m, .n = n, .k = k, .layout = layout, .alpha = 1};
+    at_gemm_problem p = {.m = m, .n = n, .k = k, .dtype = dtype, .layout = layout, .alpha = 1};
     at_compile_report r;
     char why[1024] = "";
     at_status s = at_gemm_compile_space("cuda", arch, &p, 6, 1, 0, &r, why, sizeof why);
@@ -31,7 +32,7 @@ static void compile_sample(const char *arch, at_layout layout, int64_t m, int64_
     if (r.compile_errors) fail_msg("%s %s: %s", arch, at_layout_name(layout), r.first_error);
     assert_int_equal(r.attempted, 6);
     assert_int_equal(r.compiled + r.resource_rejected, 6);
-    assert_true(r.space > 1000);
+    assert_true(r.space > 100);
 }
 
 static void test_gemm_compiles_for_sm80_and_sm90a(void **state)
@@ -40,11 +41,13 @@ static void test_gemm_compiles_for_sm80_and_sm90a(void **state)
     if (!have_nvrtc()) skip();
     const char *archs[] = {"sm_80", "sm_90a"};
     for (int a = 0; a < 2; a++) {
-        compile_sample(archs[a], AT_LAYOUT_NN, 1024, 1024, 1024); /* no edges */
-        compile_sample(archs[a], AT_LAYOUT_TT, 1000, 999, 77);    /* every edge */
+        for (int d = 0; d < 3; d++) { /* f32: portable template; f16, bf16: mma.sync template */
+            compile_sample(archs[a], (at_dtype)d, AT_LAYOUT_NN, 1024, 1024, 1024); /* no edges */
+            compile_sample(archs[a], (at_dtype)d, AT_LAYOUT_TT, 1000, 999, 77);    /* every edge */
+        }
     }
-    compile_sample("sm_80", AT_LAYOUT_NT, 33, 65, 4096);
-    compile_sample("sm_90a", AT_LAYOUT_TN, 4096, 64, 31);
+    compile_sample("sm_80", AT_DTYPE_F32, AT_LAYOUT_NT, 33, 65, 4096);
+    compile_sample("sm_90a", AT_DTYPE_BF16, AT_LAYOUT_TN, 4096, 64, 31);
 }
 
 static void test_bad_targets(void **state)

@@ -1,0 +1,428 @@
+/* gemm_mma.cu — tunable tensor-core GEMM template (CUDA, sm_80 and later) for 16-bit operands.
+ *
+ *   C = alpha * op(A) * op(B) + beta * C        all matrices row-major, elements 16-bit
+ *
+ *   A(i,p) = TA ? A[p*lda + i] : A[i*lda + p]   op(A) is M x K
+ *   B(p,j) = TB ? B[j*ldb + p] : B[p*ldb + j]   op(B) is K x N
+ *   C(i,j) = C[i*ldc + j]                       C is M x N; not read when beta == 0
+ *
+ * Elements are raw 16-bit patterns (unsigned short): IEEE half when DT = 0, bfloat16 when
+ * DT = 1. Products accumulate in f32; alpha and beta apply in f32 and C is rounded to nearest
+ * even once. No headers are used: conversions are inline PTX `cvt` and bit manipulation.
+ *
+ * Structure. A block computes a BM x BN tile of C with (BM/WM) x (BN/WN) warps, each owning a
+ * WM x WN warp tile made of (WM/16) x (WN/8) mma.m16n8k16 tiles whose f32 accumulators stay in
+ * registers. K advances in BK steps through a STAGES-deep ring of shared-memory stages filled
+ * by 16-byte `cp.async.cg` copies (one commit group per K tile, `cp.async.wait_group STAGES-2`
+ * before each step), so STAGES-1 tiles are in flight while one is consumed. Operand fragments
+ * come from shared memory with `ldmatrix.x4`; a tile is stored exactly as it lies in global
+ * memory (its contiguous dimension contiguous in shared memory too), and `ldmatrix.trans`
+ * serves the layouts where the contiguous dimension is not the one mma wants (A when TA = 1,
+ * B when TB = 0).
+ *
+ * Shared-memory layout. A stage holds A as [BM][BK] (TA = 0) or [BK][BM] (TA = 1) and B as
+ * [BK][BN] (TB = 0) or [BN][BK] (TB = 1), in rows of R = cols/8 16-byte chunks. With SWIZZLE = 1
+ * chunk c of row r is stored at chunk c ^ f(r), f chosen so that the eight rows one ldmatrix
+ * matrix reads (8 consecutive rows, same logical chunk) land in eight distinct 16-byte bank
+ * groups: f(r) = r & 7 when R >= 8, else (r / (8/R)) & (R-1) (the 8/R rows sharing a 128-byte
+ * line already differ in their line offset). No padding, so shared memory is exactly
+ * STAGES * (BM + BN) * BK * 2 bytes. SWIZZLE = 0 is the plain layout (bank conflicts).
+ *
+ * Misaligned operands (run-time slow path). cp.async needs 16-byte aligned global addresses:
+ * a chunk of 8 elements starts at base + row*ld + 8c, aligned exactly when the base is 16-byte
+ * aligned and ld % 8 == 0. Each block tests this once for A and B together (a uniform branch,
+ * the same answer in every block); if it fails, the block stages its tiles with 16-bit global
+ * loads and 16-byte shared stores instead (synchronous, so slower, but with the same pipeline
+ * and edge handling). lda/ldb are not problem variables of the space, hence the run-time test.
+ * The C epilogue likewise uses 32-bit accesses (column pairs) only when C is 4-byte aligned and
+ * ldc is even, else 16-bit accesses.
+ *
+ * Edges. Copies past the M/N/K bounds read nothing and zero-fill shared memory (cp.async's
+ * src-size operand; a chunk cut by the bound copies just its valid elements), so partial tiles
+ * contribute zeros; stores are guarded. EDGE_M/EDGE_N/EDGE_K = 0 compile the checks away.
+ *
+ * Tuning parameters (-D; constraints in gemm_mma.yaml):
+ *   BM, BN    block tile of C          BK       K tile (multiple of 16)
+ *   WM, WN    warp tile (multiples of 16)       STAGES   pipeline depth (2..4)
+ *   SWIZZLE   1: XOR-swizzled shared tiles (conflict-free ldmatrix); 0: plain
+ * Problem defines: TA, TB (layouts as above), EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64 (64-bit
+ * element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1],
+ * global = [ceil(n/BN) * local0, ceil(m/BM)]: block x walks N, block y walks M.
+ *
+ * The PTX primitives are wrapped in the at_* functions below; defining AT_MMA_EMULATE before
+ * including this file replaces them (and the preamble macros) with a host emulation. */
+
+/* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 32
+#endif
+#ifndef WM
+#define WM 64
+#endif
+#ifndef WN
+#define WN 64
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef SWIZZLE
+#define SWIZZLE 1
+#endif
+#ifndef TA
+#define TA 0
+#endif
+#ifndef TB
+#define TB 0
+#endif
+#ifndef EDGE_M
+#define EDGE_M 1
+#endif
+#ifndef EDGE_N
+#define EDGE_N 1
+#endif
+#ifndef EDGE_K
+#define EDGE_K 1
+#endif
+#ifndef DT
+#define DT 0
+#endif
+#ifndef IDX64
+#define IDX64 0
+#endif
+
+/* ---- derived constants ----------------------------------------------------------------------- */
+#define WARPS_M (BM / WM)
+#define WARPS_N (BN / WN)
+#define THREADS (32 * WARPS_M * WARPS_N)
+#define MI      (WM / 16) /* mma tiles per warp along M */
+#define NI      (WN / 8)  /* mma tiles per warp along N (even: ldmatrix.x4 loads two) */
+
+/* Shared tiles, in 16-bit elements: rows x cols, cols contiguous (as in global memory). */
+#if TA
+#define A_ROWS BK
+#define A_COLS BM
+#else
+#define A_ROWS BM
+#define A_COLS BK
+#endif
+#if TB
+#define B_ROWS BN
+#define B_COLS BK
+#else
+#define B_ROWS BK
+#define B_COLS BN
+#endif
+#define A_TILE (A_ROWS * A_COLS)
+#define B_TILE (B_ROWS * B_COLS)
+
+#if IDX64
+typedef long idx_t;
+#else
+typedef int idx_t;
+#endif
+
+#if DT
+#define AT_MMA_TYPE "bf16"
+#else
+#define AT_MMA_TYPE "f16"
+#endif
+
+/* ---- PTX primitives -------------------------------------------------------------------------- */
+#ifndef AT_MMA_EMULATE
+typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
+
+INLINE at_saddr at_smem_addr(const void *p)
+{
+    at_saddr a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+/* 16 bytes from global src to shared dst, of which the first `bytes` (0..16) are read and the
+ * rest zero-filled. src must be 16-byte aligned (a valid address even when bytes == 0). */
+INLINE void at_cp_async16(const at_saddr dst, const void *src, const int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+INLINE void at_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> INLINE void at_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned w1,
+                           const unsigned w2, const unsigned w3)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1),
+                 "r"(w2), "r"(w3)
+                 : "memory");
+}
+
+/* ldmatrix.x4: lane l supplies the address of row (l & 7) of matrix l >> 3; register q receives
+ * matrix q, lane l holding row l/4, columns 2*(l%4) and +1 (with .trans: of the transpose). */
+INLINE void at_ldsm_x4(unsigned *r, const at_saddr addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+INLINE void at_ldsm_x4_trans(unsigned *r, const at_saddr addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+/* d += A(16x16, row) * B(16x8, col), f32 accumulators. */
+INLINE void at_mma(float *d, const unsigned *a, const unsigned *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." AT_MMA_TYPE "." AT_MMA_TYPE ".f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+INLINE float at_to_f32(const unsigned short u)
+{
+#if DT
+    return __uint_as_float((unsigned)u << 16);
+#else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
+    return f;
+#endif
+}
+INLINE unsigned short at_from_f32(const float f)
+{
+    unsigned short u;
+#if DT
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
+#else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
+#endif
+    return u;
+}
+#endif /* AT_MMA_EMULATE */
+
+/* ---- shared-memory addressing ---------------------------------------------------------------- */
+
+/* Byte offset of logical 16-byte chunk c of row r in a tile with R chunks per row. */
+template <int R> INLINE int at_chunk_off(const int r, const int c)
+{
+#if SWIZZLE
+    constexpr int DIV = R >= 8 ? 1 : 8 / R;
+    constexpr int MASK = (R >= 8 ? 8 : R) - 1;
+    return (r * R + (c ^ ((r / DIV) & MASK))) * 16;
+#else
+    return (r * R + c) * 16;
+#endif
+}
+
+/* ---- global -> shared staging ---------------------------------------------------------------- */
+
+/* Stages a ROWS x COLS tile whose element (r, c) is g[(row0 + r) * ld + col0 + c], zero where
+ * row0 + r >= nrows (checked when ER) or col0 + c >= ncols (when EC), into the shared tile at
+ * dst. The block cooperates in 16-byte chunks of 8 elements along c, consecutive threads on
+ * consecutive chunks. vec: cp.async (needs 16-byte aligned chunks); else 16-bit loads. */
+template <int ROWS, int COLS, int ER, int EC>
+INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const idx_t ld,
+                     const int row0, const int col0, const int nrows, const int ncols,
+                     const int tid, const bool vec)
+{
+    constexpr int R = COLS / 8;
+    constexpr int CH = ROWS * R;
+    AT_UNROLL((CH + THREADS - 1) / THREADS)
+    for (int i = 0; i < (CH + THREADS - 1) / THREADS; ++i) {
+        const int c = tid + i * THREADS;
+        if (CH % THREADS == 0 || c < CH) {
+            const int r = c / R, cc = c % R;
+            const int gr = row0 + r, gc = col0 + cc * 8;
+            int n = 8;
+            if (ER && gr >= nrows) n = 0;
+            if (EC) n = MIN(n, MAX(ncols - gc, 0));
+            /* nothing to read: point at the (valid, aligned) base instead */
+            const unsigned short *src = n > 0 ? g + ((idx_t)gr * ld + gc) : g;
+            const at_saddr d = dst + at_chunk_off<R>(r, cc);
+            if (vec) {
+                at_cp_async16(d, src, n * 2);
+            } else {
+                unsigned w[4];
+                AT_UNROLL(4)
+                for (int j = 0; j < 4; ++j) {
+                    const unsigned lo = 2 * j < n ? src[2 * j] : 0u;
+                    const unsigned hi = 2 * j + 1 < n ? src[2 * j + 1] : 0u;
+                    w[j] = lo | (hi << 16);
+                }
+                at_st_shared16(d, w[0], w[1], w[2], w[3]);
+            }
+        }
+    }
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------ */
+KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, const float beta,
+                     const unsigned short *__restrict__ A, const int lda,
+                     const unsigned short *__restrict__ B, const int ldb, unsigned short *C,
+                     const int ldc)
+{
+    alignas(128) LOCAL unsigned short smem[STAGES * (A_TILE + B_TILE)];
+
+    const int tid = LOCAL_ID(0);
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm0 = (warp % WARPS_M) * WM; /* warp tile origin within the block tile */
+    const int wn0 = (warp / WARPS_M) * WN;
+    const int bm = GROUP_ID(1) * BM, bn = GROUP_ID(0) * BN;
+    const int KT = (K + BK - 1) / BK;
+
+    /* the same in every thread and block: a uniform branch */
+    const bool vec = ((lda | ldb) & 7) == 0 &&
+                     (((unsigned long long)A | (unsigned long long)B) & 15) == 0;
+
+    const at_saddr sA = at_smem_addr(smem);
+    const at_saddr sB = sA + STAGES * A_TILE * 2;
+
+    /* stage s <- K tile starting at k0 (one commit group per call site) */
+#if TA
+#define AT_STAGE_A(s, k0)                                                                          \
+    at_stage<A_ROWS, A_COLS, EDGE_K, EDGE_M>(sA + (s) * (A_TILE * 2), A, lda, (k0), bm, K, M,     \
+                                             tid, vec)
+#else
+#define AT_STAGE_A(s, k0)                                                                          \
+    at_stage<A_ROWS, A_COLS, EDGE_M, EDGE_K>(sA + (s) * (A_TILE * 2), A, lda, bm, (k0), M, K,     \
+                                             tid, vec)
+#endif
+#if TB
+#define AT_STAGE_B(s, k0)                                                                          \
+    at_stage<B_ROWS, B_COLS, EDGE_N, EDGE_K>(sB + (s) * (B_TILE * 2), B, ldb, bn, (k0), N, K,     \
+                                             tid, vec)
+#else
+#define AT_STAGE_B(s, k0)                                                                          \
+    at_stage<B_ROWS, B_COLS, EDGE_K, EDGE_N>(sB + (s) * (B_TILE * 2), B, ldb, (k0), bn, K, N,     \
+                                             tid, vec)
+#endif
+
+    AT_UNROLL(STAGES - 1)
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) {
+            AT_STAGE_A(s, s * BK);
+            AT_STAGE_B(s, s * BK);
+        }
+        at_cp_commit();
+    }
+
+    float acc[MI][NI][4];
+    AT_UNROLL(MI)
+    for (int mi = 0; mi < MI; ++mi)
+        AT_UNROLL(NI)
+        for (int ni = 0; ni < NI; ++ni)
+            AT_UNROLL(4)
+            for (int e = 0; e < 4; ++e)
+                acc[mi][ni][e] = 0.0f;
+
+    /* Per-lane ldmatrix coordinates (see at_ldsm_x4): matrix q = lane >> 3, row lane & 7.
+     * A fragment registers: q = (rows 0-7 | 8-15) x (k 0-7 | 8-15), rows fastest; B (two n8
+     * tiles per x4): q = (k 0-7 | 8-15) x (n 0-7 | 8-15), k fastest. */
+    const int lr = lane & 7, lq0 = (lane >> 3) & 1, lq1 = lane >> 4;
+
+    AT_UNROLL(1)
+    for (int kt = 0; kt < KT; ++kt) {
+        at_cp_wait<STAGES - 2>(); /* this thread's copies of tile kt have landed */
+        BARRIER();                /* ... everyone's; and stage (kt-1) % STAGES is free */
+        {
+            const int nk = kt + STAGES - 1;
+            if (nk < KT) {
+                AT_STAGE_A(nk % STAGES, nk * BK);
+                AT_STAGE_B(nk % STAGES, nk * BK);
+            }
+            at_cp_commit();
+        }
+        const int st = kt % STAGES;
+        const at_saddr a_st = sA + st * (A_TILE * 2);
+        const at_saddr b_st = sB + st * (B_TILE * 2);
+
+        AT_UNROLL(BK / 16)
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            unsigned af[MI][4], bf[NI][2];
+            AT_UNROLL(MI)
+            for (int mi = 0; mi < MI; ++mi) {
+#if TA /* [BK][BM]: stored rows are k; .trans */
+                at_ldsm_x4_trans(af[mi], a_st + at_chunk_off<A_COLS / 8>(
+                                                    kk * 16 + lq1 * 8 + lr,
+                                                    (wm0 + mi * 16) / 8 + lq0));
+#else /* [BM][BK]: stored rows are m */
+                at_ldsm_x4(af[mi], a_st + at_chunk_off<A_COLS / 8>(wm0 + mi * 16 + lq0 * 8 + lr,
+                                                                   kk * 2 + lq1));
+#endif
+            }
+            AT_UNROLL(NI / 2)
+            for (int nj = 0; nj < NI / 2; ++nj) {
+                unsigned t[4];
+#if TB /* [BN][BK]: stored rows are n */
+                at_ldsm_x4(t, b_st + at_chunk_off<B_COLS / 8>(wn0 + nj * 16 + lq1 * 8 + lr,
+                                                              kk * 2 + lq0));
+#else /* [BK][BN]: stored rows are k; .trans */
+                at_ldsm_x4_trans(t, b_st + at_chunk_off<B_COLS / 8>(kk * 16 + lq0 * 8 + lr,
+                                                                    (wn0 + nj * 16) / 8 + lq1));
+#endif
+                bf[2 * nj][0] = t[0];
+                bf[2 * nj][1] = t[1];
+                bf[2 * nj + 1][0] = t[2];
+                bf[2 * nj + 1][1] = t[3];
+            }
+            AT_UNROLL(MI)
+            for (int mi = 0; mi < MI; ++mi)
+                AT_UNROLL(NI)
+                for (int ni = 0; ni < NI; ++ni)
+                    at_mma(acc[mi][ni], af[mi], bf[ni]);
+        }
+    }
+    at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
+
+    /* Epilogue: accumulator e of tile (mi, ni) is C(row g + 8*(e>>1), col 2*t + (e&1)). */
+    const int g = lane >> 2, t4 = lane & 3;
+    const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;
+    AT_UNROLL(MI)
+    for (int mi = 0; mi < MI; ++mi) {
+        AT_UNROLL(2)
+        for (int h = 0; h < 2; ++h) {
+            const int i = bm + wm0 + mi * 16 + g + 8 * h;
+            if (EDGE_M && i >= M) continue;
+            unsigned short *crow = C + (idx_t)i * ldc;
+            AT_UNROLL(NI)
+            for (int ni = 0; ni < NI; ++ni) {
+                const int j = bn + wn0 + ni * 8 + 2 * t4;
+                float v0 = alpha * acc[mi][ni][2 * h], v1 = alpha * acc[mi][ni][2 * h + 1];
+                if (!EDGE_N || j + 1 < N) {
+                    if (cvec) {
+                        unsigned *p = (unsigned *)(crow + j);
+                        if (beta != 0.0f) {
+                            const unsigned old = *p;
+                            v0 += beta * at_to_f32((unsigned short)(old & 0xffffu));
+                            v1 += beta * at_to_f32((unsigned short)(old >> 16));
+                        }
+                        *p = (unsigned)at_from_f32(v0) | ((unsigned)at_from_f32(v1) << 16);
+                    } else {
+                        if (beta != 0.0f) {
+                            v0 += beta * at_to_f32(crow[j]);
+                            v1 += beta * at_to_f32(crow[j + 1]);
+                        }
+                        crow[j] = at_from_f32(v0);
+                        crow[j + 1] = at_from_f32(v1);
+                    }
+                } else if (j < N) {
+                    if (beta != 0.0f) v0 += beta * at_to_f32(crow[j]);
+                    crow[j] = at_from_f32(v0);
+                }
+            }
+        }
+    }
+#undef AT_STAGE_A
+#undef AT_STAGE_B
+}
