@@ -64,11 +64,23 @@ typedef struct at_context at_context; /* a backend, a device, a database */
 typedef struct at_kernel at_kernel;   /* a compiled, configured, ready-to-launch kernel */
 typedef struct at_buffer at_buffer;   /* a device buffer made by the helpers below */
 
-/* A device pointer in the backend's native form: cl_mem for OpenCL, CUdeviceptr for CUDA,
- * hipDeviceptr_t for HIP. Build one from a native handle with at_devptr_from_*(). */
+/* A device pointer in the backend's native form: a cl_mem for OpenCL, a CUdeviceptr for CUDA,
+ * a hipDeviceptr_t for HIP. Make one with the helpers below. */
 typedef struct at_devptr {
     void *handle; /* cl_mem, or the device address cast to a pointer */
 } at_devptr;
+
+/* From a handle (cl_mem) or from a device address (CUdeviceptr, hipDeviceptr_t). */
+static inline at_devptr at_devptr_from_handle(void *handle)
+{
+    at_devptr d = {handle};
+    return d;
+}
+static inline at_devptr at_devptr_from_address(uint64_t address)
+{
+    at_devptr d = {(void *)(uintptr_t)address};
+    return d;
+}
 
 /* Zero-initialise, then set what you need: fields are only ever appended. */
 typedef struct at_context_options {
@@ -152,8 +164,10 @@ at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags,
  * database, and returns the best kernel in *out (may be NULL). report may be NULL. */
 at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_options *opts,
                        at_tune_report *report, at_kernel **out);
-/* Launches C = alpha*op(A)*op(B) + beta*C on the caller's buffers. stream: a cl_command_queue
- * of the context's cl_context, or NULL for the context's own queue. Asynchronous. */
+/* Launches C = alpha*op(A)*op(B) + beta*C on the caller's buffers (elements of p->dtype;
+ * 16-byte aligned addresses take the fast path for f16/bf16). stream: a cl_command_queue of the
+ * context's cl_context or a CUstream of its CUDA context, or NULL for the context's own.
+ * Asynchronous. */
 at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, void *stream);
 /* The configuration string of a kernel, "BM=64,BN=64,...". */
 const char *at_kernel_config(const at_kernel *k);

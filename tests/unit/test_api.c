@@ -199,6 +199,10 @@ static void test_buffers(void **state)
     assert_int_equal(at_buffer_read(b, 16, out, 16), AT_OK);
     assert_memory_equal(out, in + 16, 16);
     assert_non_null(at_buffer_devptr(b).handle);
+    assert_ptr_equal(at_devptr_from_handle(at_buffer_devptr(b).handle).handle,
+                     at_buffer_devptr(b).handle);
+    assert_int_equal((uintptr_t)at_devptr_from_address(0x7f0000001000ull).handle,
+                     0x7f0000001000ull);
     assert_non_null(at_context_native_context(ctx));
     assert_non_null(at_context_native_queue(ctx));
     assert_int_equal(at_context_synchronize(ctx), AT_OK);
