@@ -19,7 +19,7 @@
  *
  * Build: cc -O2 -std=c11 peers.c -o peers -lclblast -lOpenCL -lopenblas -lm
  */
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE          200809L
 #define CL_TARGET_OPENCL_VERSION 120
 #include <math.h>
 #include <stdint.h>
@@ -109,8 +109,10 @@ static void summarize(double *ms, int runs, double total_s, timing *t)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s S [--platform P] [--device D] [--min-seconds T] "
-                        "[--max-runs N] [--no-clblast] [--no-openblas]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s S [--platform P] [--device D] [--min-seconds T] "
+                "[--max-runs N] [--no-clblast] [--no-openblas]\n",
+                argv[0]);
         return 2;
     }
     const size_t S = (size_t)strtoull(argv[1], NULL, 10);
@@ -118,12 +120,18 @@ int main(int argc, char **argv)
     double min_seconds = 1.0;
     int max_runs = 10, do_clblast = 1, do_openblas = 1;
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--platform") && i + 1 < argc) plat_i = (cl_uint)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--device") && i + 1 < argc) dev_i = (cl_uint)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--min-seconds") && i + 1 < argc) min_seconds = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--max-runs") && i + 1 < argc) max_runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--no-clblast")) do_clblast = 0;
-        else if (!strcmp(argv[i], "--no-openblas")) do_openblas = 0;
+        if (!strcmp(argv[i], "--platform") && i + 1 < argc)
+            plat_i = (cl_uint)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            dev_i = (cl_uint)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-seconds") && i + 1 < argc)
+            min_seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--max-runs") && i + 1 < argc)
+            max_runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-clblast"))
+            do_clblast = 0;
+        else if (!strcmp(argv[i], "--no-openblas"))
+            do_openblas = 0;
         else {
             fprintf(stderr, "peers: unknown argument %s\n", argv[i]);
             return 2;
@@ -157,24 +165,25 @@ int main(int argc, char **argv)
             ob_core, ob_threads);
 
     timing tob = {0};
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)S, (int)S, 1.0f, A,
-                (int)S, B, (int)S, 0.0f, Cref, (int)S); /* warm-up and reference */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)S, (int)S, 1.0f, A, (int)S,
+                B, (int)S, 0.0f, Cref, (int)S); /* warm-up and reference */
     if (do_openblas) {
         int r = 0;
         double t_all = 0.0;
         while (r < max_runs && (r < MIN_RUNS || t_all < min_seconds)) {
             double t0 = now_s();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)S, (int)S, 1.0f,
-                        A, (int)S, B, (int)S, 0.0f, Cref, (int)S);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)S, (int)S, 1.0f, A,
+                        (int)S, B, (int)S, 0.0f, Cref, (int)S);
             double dt = now_s() - t0;
             ms[r++] = dt * 1e3;
             t_all += dt;
         }
         summarize(ms, r, t_all, &tob);
-        fprintf(stderr, "peers: OpenBLAS sgemm: %d runs, median %.3f ms (%.2f GFLOP/s), min %.3f ms\n",
+        fprintf(stderr,
+                "peers: OpenBLAS sgemm: %d runs, median %.3f ms (%.2f GFLOP/s), min %.3f ms\n",
                 tob.runs, tob.median_ms, flop / (tob.median_ms * 1e6), tob.min_ms);
     }
-    {   /* bound = |A| |B| for the component-wise relative error */
+    { /* bound = |A| |B| for the component-wise relative error */
         float *Aa = malloc(n2 * sizeof(float)), *Ba = malloc(n2 * sizeof(float));
         if (!Aa || !Ba) return 1;
         for (size_t i = 0; i < n2; i++) Aa[i] = fabsf(A[i]), Ba[i] = fabsf(B[i]);
@@ -198,20 +207,26 @@ int main(int argc, char **argv)
         cl_command_queue q = NULL;
         cl_mem dA = NULL, dB = NULL, dC = NULL;
         double *ev_ms = malloc((size_t)max_runs * sizeof(double));
-#define CLCHK(what)                                                                          \
-    do {                                                                                     \
-        if (err != CL_SUCCESS) {                                                             \
-            snprintf(cl_err, sizeof cl_err, "%s failed: OpenCL error %d", what, (int)err);   \
-            goto cl_done;                                                                    \
-        }                                                                                    \
+#define CLCHK(what)                                                                                \
+    do {                                                                                           \
+        if (err != CL_SUCCESS) {                                                                   \
+            snprintf(cl_err, sizeof cl_err, "%s failed: OpenCL error %d", what, (int)err);         \
+            goto cl_done;                                                                          \
+        }                                                                                          \
     } while (0)
         err = clGetPlatformIDs(16, plats, &np);
         CLCHK("clGetPlatformIDs");
-        if (plat_i >= np) { err = CL_INVALID_PLATFORM; CLCHK("platform index"); }
+        if (plat_i >= np) {
+            err = CL_INVALID_PLATFORM;
+            CLCHK("platform index");
+        }
         clGetPlatformInfo(plats[plat_i], CL_PLATFORM_NAME, sizeof plat_name, plat_name, NULL);
         err = clGetDeviceIDs(plats[plat_i], CL_DEVICE_TYPE_ALL, 16, devs, &nd);
         CLCHK("clGetDeviceIDs");
-        if (dev_i >= nd) { err = CL_INVALID_DEVICE; CLCHK("device index"); }
+        if (dev_i >= nd) {
+            err = CL_INVALID_DEVICE;
+            CLCHK("device index");
+        }
         cl_device_id dev = devs[dev_i];
         clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof dev_name, dev_name, NULL);
         clGetDeviceInfo(dev, CL_DEVICE_VERSION, sizeof dev_version, dev_version, NULL);
@@ -241,9 +256,9 @@ int main(int argc, char **argv)
             if (call >= MIN_RUNS && t_all >= min_seconds) break;
             cl_event ev = NULL;
             double t0 = now_s();
-            CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                                CLBlastTransposeNo, S, S, S, 1.0f, dA, 0, S, dB,
-                                                0, S, 0.0f, dC, 0, S, &q, &ev);
+            CLBlastStatusCode st =
+                CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, S, S, S,
+                             1.0f, dA, 0, S, dB, 0, S, 0.0f, dC, 0, S, &q, &ev);
             if (st != CLBlastSuccess) {
                 snprintf(cl_err, sizeof cl_err, "CLBlastSgemm returned status %d", (int)st);
                 goto cl_done;
@@ -253,12 +268,16 @@ int main(int argc, char **argv)
             CLCHK("clFinish");
             if (call == -1) {
                 warmup_s = dt;
-                fprintf(stderr, "peers: CLBlast warm-up call (includes kernel compilation): %.3f s\n", dt);
+                fprintf(stderr,
+                        "peers: CLBlast warm-up call (includes kernel compilation): %.3f s\n", dt);
             } else {
                 cl_ulong s0 = 0, s1 = 0;
                 ev_ms[r] = -1.0;
-                if (ev && clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof s0, &s0, NULL) == CL_SUCCESS &&
-                    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof s1, &s1, NULL) == CL_SUCCESS)
+                if (ev &&
+                    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof s0, &s0, NULL) ==
+                        CL_SUCCESS &&
+                    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof s1, &s1, NULL) ==
+                        CL_SUCCESS)
                     ev_ms[r] = (double)(s1 - s0) * 1e-6;
                 ms[r++] = dt * 1e3;
                 t_all += dt;
@@ -275,9 +294,11 @@ int main(int argc, char **argv)
             if (!(e <= max_rel)) max_rel = isnan(e) ? INFINITY : e;
         }
         cl_ok = 1;
-        fprintf(stderr, "peers: CLBlast sgemm: %d runs, median %.3f ms (%.2f GFLOP/s), min %.3f ms, "
+        fprintf(stderr,
+                "peers: CLBlast sgemm: %d runs, median %.3f ms (%.2f GFLOP/s), min %.3f ms, "
                 "last-kernel event median %.3f ms, max rel error %.3g\n",
-                tcl.runs, tcl.median_ms, flop / (tcl.median_ms * 1e6), tcl.min_ms, ev_median_ms, max_rel);
+                tcl.runs, tcl.median_ms, flop / (tcl.median_ms * 1e6), tcl.min_ms, ev_median_ms,
+                max_rel);
     cl_done:
         if (!cl_ok) fprintf(stderr, "peers: CLBlast: %s\n", cl_err);
         if (dA) clReleaseMemObject(dA);
@@ -289,7 +310,8 @@ int main(int argc, char **argv)
     }
 
     /* ---- JSON on stdout ---- */
-    printf("{\"size\":%zu,\"flop\":%.0f,\"timing_rule\":{\"min_seconds\":%g,\"max_runs\":%d,\"min_runs\":%d}",
+    printf("{\"size\":%zu,\"flop\":%.0f,\"timing_rule\":{\"min_seconds\":%g,\"max_runs\":%d,\"min_"
+           "runs\":%d}",
            S, flop, min_seconds, max_runs, MIN_RUNS);
     printf(",\"openblas\":{\"config\":");
     json_str(stdout, ob_config);
