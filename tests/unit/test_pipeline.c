@@ -1,0 +1,282 @@
+/* test_pipeline.c — the candidate pipeline's GPU-side logic on a fake backend that runs on the
+ * host: statuses (ok, compile_error, resource_limit, wrong_result, crashed), the cache flush
+ * before each timed run, and a poisoned context recycled with the run resumed from the
+ * database. No device needed. */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "tuner/tuner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the fake backend ------------------------------------------------------------------------ */
+
+struct at_bdev {
+    int poisoned;
+};
+struct at_bprog {
+    char options[1024];
+};
+
+static int g_opens, g_fills, g_launches, g_crashes;
+
+static int has(const at_bprog *p, const char *define) { return strstr(p->options, define) != NULL; }
+
+static at_status f_probe(char *why, size_t len)
+{
+    if (why && len) why[0] = '\0';
+    return AT_OK;
+}
+static int f_count(void) { return 1; }
+static at_status f_info(int idx, at_device_info *o)
+{
+    (void)idx;
+    memset(o, 0, sizeof *o);
+    snprintf(o->backend, sizeof o->backend, "fake");
+    snprintf(o->name, sizeof o->name, "fake GPU");
+    snprintf(o->key, sizeof o->key, "fake/gpu/1");
+    o->max_work_group_size = 1024;
+    o->max_work_item_sizes[0] = o->max_work_item_sizes[1] = o->max_work_item_sizes[2] = 1024;
+    o->local_mem_bytes = 48 * 1024;
+    o->max_registers_per_block = 65536;
+    o->l2_bytes = 4096; /* a GPU: the pipeline flushes this much before each timed run */
+    return AT_OK;
+}
+static at_status f_open(int idx, at_bdev **out)
+{
+    (void)idx;
+    g_opens++;
+    *out = calloc(1, sizeof **out);
+    return AT_OK;
+}
+static void f_close(at_bdev *d) { free(d); }
+static const char *f_version(at_bdev *d)
+{
+    (void)d;
+    return "fake 1";
+}
+static at_status f_compile(at_bdev *d, const char *src, const char *options, const char *name,
+                           at_bprog **out, char **log)
+{
+    (void)d, (void)src, (void)name;
+    *log = NULL;
+    if (strstr(options, "-DBM=16 -DBN=16 ")) {
+        *log = strdup("gemm.cl:1: error: deliberately broken");
+        return at_fail(AT_ERR_COMPILE, "compile failed");
+    }
+    *out = calloc(1, sizeof **out);
+    snprintf((*out)->options, sizeof(*out)->options, "%s ", options);
+    return AT_OK;
+}
+static at_status f_binary(at_bprog *p, void **bin, size_t *len)
+{
+    *len = strlen(p->options) + 1;
+    *bin = strdup(p->options);
+    return AT_OK;
+}
+static at_status f_load(at_bdev *d, const void *bin, size_t len, const char *name, at_bprog **out,
+                        char **log)
+{
+    (void)d, (void)len, (void)name, (void)log;
+    *out = calloc(1, sizeof **out);
+    snprintf((*out)->options, sizeof(*out)->options, "%s", (const char *)bin);
+    return AT_OK;
+}
+static void f_free(at_bprog *p) { free(p); }
+static at_status f_resources(at_bprog *p, at_resources *r)
+{
+    *r = (at_resources){.registers = 32, .spill_bytes = has(p, "-DBM=32 -DBN=16 ") ? 64 : 0};
+    return AT_OK;
+}
+static at_status f_alloc(at_bdev *d, size_t bytes, at_bbuf *out)
+{
+    (void)d;
+    out->handle = calloc(1, bytes);
+    out->bytes = bytes;
+    return out->handle ? AT_OK : AT_ERR_NO_MEMORY;
+}
+static at_status f_write(at_bdev *d, at_bbuf b, size_t off, const void *src, size_t n)
+{
+    if (d->poisoned) return at_fail(AT_ERR_LAUNCH, "context poisoned");
+    memcpy((char *)b.handle + off, src, n);
+    return AT_OK;
+}
+static at_status f_read(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t n)
+{
+    if (d->poisoned) return at_fail(AT_ERR_LAUNCH, "context poisoned");
+    memcpy(dst, (char *)b.handle + off, n);
+    return AT_OK;
+}
+static void f_buf_free(at_bdev *d, at_bbuf b)
+{
+    (void)d;
+    free(b.handle);
+}
+static at_status f_fill(at_bdev *d, at_bbuf b, unsigned char v)
+{
+    (void)d;
+    memset(b.handle, v, b.bytes);
+    g_fills++;
+    return AT_OK;
+}
+static at_status f_check(at_bdev *d) { return d->poisoned ? AT_ERR_DEVICE_LOST : AT_OK; }
+static at_status f_finish(at_bdev *d)
+{
+    (void)d;
+    return AT_OK;
+}
+
+/* Runs the GEMM on the host (nn layout); BM=16,BN=32 is wrong, BM=32,BN=32,SA=1 faults. */
+static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, const size_t g[3],
+                          const size_t l[3], size_t dims, void *stream, double *ms)
+{
+    (void)n, (void)g, (void)l, (void)dims, (void)stream;
+    if (d->poisoned) return at_fail(AT_ERR_LAUNCH, "context poisoned");
+    g_launches++;
+    if (has(p, "-DBM=32 -DBN=32 ") && has(p, "-DSA=1 ")) {
+        d->poisoned = 1;
+        g_crashes++;
+        return at_fail(AT_ERR_LAUNCH, "illegal address");
+    }
+    int M = *(const int *)a[0].ptr, N = *(const int *)a[1].ptr, K = *(const int *)a[2].ptr;
+    float alpha = *(const float *)a[3].ptr, beta = *(const float *)a[4].ptr;
+    const float *A = *(float *const *)a[5].ptr, *B = *(float *const *)a[7].ptr;
+    float *C = *(float *const *)a[9].ptr;
+    int lda = *(const int *)a[6].ptr, ldb = *(const int *)a[8].ptr, ldc = *(const int *)a[10].ptr;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int q = 0; q < K; q++) s += (double)A[i * lda + q] * B[q * ldb + j];
+            C[i * ldc + j] = (float)(alpha * s + (beta != 0.0f ? beta * C[i * ldc + j] : 0.0));
+        }
+    if (has(p, "-DBM=16 -DBN=32 ")) C[0] += 1.0f;
+    /* Bigger tiles are faster on the fake GPU, so the best is known. */
+    if (ms) *ms = 1.0 + 100.0 / (double)(strstr(p->options, "-DBM=32") ? 32 : 16);
+    return AT_OK;
+}
+static void *f_native(at_bdev *d)
+{
+    (void)d;
+    return NULL;
+}
+
+static const at_backend_ops fake = {
+    .name = "fake",
+    .probe = f_probe,
+    .device_count = f_count,
+    .device_info = f_info,
+    .open = f_open,
+    .close = f_close,
+    .compiler_version = f_version,
+    .compile = f_compile,
+    .program_binary = f_binary,
+    .load_binary = f_load,
+    .program_free = f_free,
+    .resources = f_resources,
+    .buffer_alloc = f_alloc,
+    .buffer_write = f_write,
+    .buffer_read = f_read,
+    .buffer_free = f_buf_free,
+    .buffer_fill = f_fill,
+    .launch = f_launch,
+    .check = f_check,
+    .finish = f_finish,
+    .native_context = f_native,
+    .native_queue = f_native,
+};
+
+/* ---- the test ---------------------------------------------------------------------------------
+ */
+
+static char g_dir[64];
+
+static int count_status(void *user, const char *key, const char *value)
+{
+    (void)key;
+    const char **want = user;
+    if (strstr(value, want[0])) want[1]++; /* a counter smuggled in the second slot */
+    return 0;
+}
+
+static void test_statuses_flush_and_recycle(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/at-test-pipe-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    /* A tiny space: the real gemm.yaml with 2 x 2 x 2 values, and an empty preamble. */
+    char cmd[2048];
+    snprintf(
+        cmd, sizeof cmd,
+        "mkdir -p %s/tpl && cp %s/templates/gemm.cl %s/tpl/ && : > %s/tpl/fake.h && "
+        "sed -e 's/^  BM: .*/  BM: [16, 32]/' -e 's/^  BN: .*/  BN: [16, 32]/' "
+        "-e 's/^  BK: .*/  BK: [8]/' -e 's/^  TM: .*/  TM: [2]/' -e 's/^  TN: .*/  TN: [2]/' "
+        "-e 's/^  VW: .*/  VW: [1]/' -e 's/^  STRN: .*/  STRN: [0]/' -e 's/^  SB: .*/  SB: [0]/' "
+        "-e 's/^  PAD: .*/  PAD: [0]/' -e 's/^  UNROLL: .*/  UNROLL: [1]/' -e '/^defaults:/,$d' "
+        "%s/templates/gemm.yaml > %s/tpl/gemm.yaml && echo 'defaults: []' >> %s/tpl/gemm.yaml",
+        g_dir, AT_SOURCE_DIR, g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/tpl", g_dir);
+    setenv("AUTOTUNE_TEMPLATE_PATH", cmd, 1);
+
+    at_context ctx = {.ops = &fake, .compile_threads = 2};
+    f_info(0, &ctx.info);
+    assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
+    assert_int_equal(fake.open(0, &ctx.dev), AT_OK);
+
+    at_gemm_problem p = {.m = 9, .n = 7, .k = 5, .alpha = 1};
+    at_tune_options o = {.strategy = "exhaustive"};
+    at_tune_report r;
+    at_kernel *k = NULL;
+    g_opens = 0;
+    assert_int_equal(at_gemm_tune(&ctx, &p, &o, &r, &k), AT_OK);
+    /* 8 configs: 2 do not compile (BM=16,BN=16), 2 spill (BM=32,BN=16), 2 are wrong
+     * (BM=16,BN=32), SA=1 of BM=32,BN=32 crashes; one (BM=32,BN=32,SA=0) is fine. */
+    assert_int_equal(r.space, 8);
+    assert_int_equal(r.evaluated, 8);
+    assert_int_equal(r.failed, 7);
+    assert_int_equal(g_crashes, 1);
+    assert_int_equal(g_opens, 1); /* the poisoned context was recycled once */
+    assert_non_null(strstr(r.best_config, "BM=32,BN=32"));
+    assert_non_null(strstr(r.best_config, "SA=0"));
+    assert_true(g_fills >= 3); /* the cache was flushed before every timed run */
+    assert_non_null(k);
+    at_kernel_destroy(k);
+
+    const char *want[][2] = {{"status=compile_error", 0},
+                             {"status=resource_limit", 0},
+                             {"status=wrong_result", 0},
+                             {"status=crashed", 0},
+                             {"status=ok", 0}};
+    const intptr_t expect[] = {2, 2, 2, 1, 1};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(at_db_scan(ctx.db, "results", "gemm/f32/nn/9x7x5|", count_status, want[i]),
+                         AT_OK);
+        if ((intptr_t)want[i][1] != expect[i])
+            fail_msg("%s: %ld records, want %ld", want[i][0], (long)(intptr_t)want[i][1],
+                     (long)expect[i]);
+    }
+
+    /* A second run measures nothing: the crashed candidate is not run again. */
+    int launches = g_launches;
+    o.force = 0;
+    assert_int_equal(at_gemm_tune(&ctx, &p, &o, &r, NULL), AT_OK);
+    assert_int_equal(r.cache_hit, 1);
+    assert_int_equal(g_launches, launches);
+
+    fake.close(ctx.dev);
+    at_db_close(ctx.db);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_statuses_flush_and_recycle)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
