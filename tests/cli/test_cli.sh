@@ -130,7 +130,7 @@ done
 
 # ---- interrupted run resumes without re-measuring -------------------------------------------
 db2="$work/db2"
-"$AT" gemm --m 45 --n 31 --k 20 --strategy exhaustive --budget 300 --db "$db2" >/dev/null 2>"$work/err" &
+"$AT" gemm --m 45 --n 31 --k 20 --strategy exhaustive --budget 300 --db "$db2" --json >"$work/int.json" 2>"$work/err" &
 pid=$!
 for _ in $(seq 1 300); do
   n=$("$AT" db list --table results --db "$db2" 2>/dev/null | wc -l)
@@ -143,6 +143,8 @@ rc=$?
 measured_before=$("$AT" db list --table results --db "$db2" | wc -l)
 [ "$rc" -eq 1 ] && grep -q "interrupted" "$work/err" && ok "SIGINT stops with exit 1 ($measured_before saved)" ||
   bad "SIGINT: rc=$rc $(cat "$work/err")"
+python3 -c "import json; d=json.load(open('$work/int.json')); assert d['complete'] is False and d['best']['time_us'] > 0" &&
+  ok "an interrupted --json run still prints what it measured" || bad "interrupted json: $(cat "$work/int.json")"
 "$AT" db list --db "$db2" | grep -q 45x31x20 && bad "interrupted run wrote a best entry" ||
   ok "interrupted run wrote no best entry"
 "$AT" gemm --m 45 --n 31 --k 20 --strategy exhaustive --budget "$measured_before" --db "$db2" --json >"$work/out.json"

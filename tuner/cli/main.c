@@ -251,7 +251,8 @@ static const char GEMM_HELP[] =
     "  --db PATH             database directory (default $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune,\n"
     "                        ~/.cache/autotune)\n"
     "  --force               measure again even if the database has results\n"
-    "  --json                print one JSON object on stdout\n"
+    "  --json                print one JSON object on stdout (also after an interrupt, with\n"
+    "                        \"complete\":false and exit status 1)\n"
     "\n"
     "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n";
 
@@ -327,10 +328,14 @@ static int cmd_gemm(int argc, char **argv)
     at_tune_report rep;
     at_status s = at_gemm_tune(ctx, &p, &to, &rep, NULL);
     if (ps.tty) fprintf(stderr, "\r\033[K");
+    /* An interrupted run still reports what it measured (its best is not stored as tuned). */
+    int partial = (s == AT_ERR_INTERRUPTED || s == AT_ERR_DEVICE_LOST) && rep.best_config[0];
     if (s != AT_OK) {
         rc = fail(s, at_context_last_error(ctx));
-        at_context_destroy(ctx);
-        return rc;
+        if (!partial || !o.json) {
+            at_context_destroy(ctx);
+            return rc;
+        }
     }
     const char *dt = g_dtypes[p.dtype], *lay = g_layouts[p.layout];
     if (o.json) {
@@ -350,8 +355,8 @@ static int cmd_gemm(int argc, char **argv)
         printf(",\"candidates\":{\"evaluated\":%" PRId64 ",\"measured\":%" PRId64
                ",\"failed\":%" PRId64 ",\"space\":%" PRId64 ",\"space_total\":%" PRId64 "}",
                rep.evaluated, rep.measured, rep.failed, rep.space, rep.space_total);
-        printf(",\"cache\":\"%s\",\"seconds\":%.3f}\n", rep.cache_hit ? "hit" : "miss",
-               rep.seconds);
+        printf(",\"cache\":\"%s\",\"seconds\":%.3f", rep.cache_hit ? "hit" : "miss", rep.seconds);
+        printf(",\"complete\":%s}\n", s == AT_OK ? "true" : "false");
     } else {
         printf("gemm %s %s %" PRId64 "x%" PRId64 "x%" PRId64 " on %s (%s)%s\n", dt, lay, p.m, p.n,
                p.k, at_context_device_name(ctx), at_context_backend(ctx),
@@ -366,7 +371,7 @@ static int cmd_gemm(int argc, char **argv)
         printf("  wall time   %.2f s\n", rep.seconds);
     }
     at_context_destroy(ctx);
-    return 0;
+    return rc;
 }
 
 /* ---- autotune space ----------------------------------------------------------------------- */
