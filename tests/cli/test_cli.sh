@@ -68,6 +68,16 @@ expect 2 "dtype f16 is not supported on the opencl backend" -- gemm --m 8 --n 8 
 expect 2 "unexpected argument" -- gemm --m 8 --n 8 extra
 expect 2 "unknown template 'conv'" -- space conv
 expect 2 "unknown db command" -- db frob
+expect 2 "--compile needs --arch" -- space gemm --compile
+expect 2 "--arch is for --compile" -- space gemm --arch sm_90a
+expect 2 "unknown CUDA target 'sm_75'|backend" -- space gemm --arch sm_75 --compile
+expect 2 "opencl backend compiles only for a present device" -- space gemm --backend opencl --arch sm_80 --compile
+if ldconfig -p | grep -q 'libnvrtc\.so\.1[23] '; then
+  expect 0 "2 ok, 0 compile errors" -- space gemm --backend cuda --arch sm_80 --compile --limit 2
+  expect 0 '"compiled":2' -- space gemm --arch sm_90a --compile --limit 2 --dtype bf16 --json
+else
+  echo "skip the CUDA compile checks: no NVRTC on this machine"
+fi
 # Runtime failures: exit 1.
 expect 1 "backend 'cuda' is not available" -- gemm --m 8 --n 8 --backend cuda --db "$work/db0"
 expect 1 "backend 'hip' is not available" -- gemm --m 8 --n 8 --backend hip --db "$work/db0"

@@ -391,6 +391,7 @@ static const char SPACE_HELP[] =
 static int space_compile(const opts *o, const at_gemm_problem *p)
 {
     if (!o->arch) return usage_error("--compile needs --arch (e.g. --arch sm_90a)");
+    if (!o->compile) return usage_error("--arch is for --compile (a device's space: --device)");
     const char *backend = o->backend && strcmp(o->backend, "auto") ? o->backend : "cuda";
     at_compile_report r;
     char why[4096] = "";
