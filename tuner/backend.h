@@ -51,6 +51,7 @@ typedef struct at_resources {
     int64_t spill_bytes;  /* spill stores + loads, bytes per thread */
     int64_t shared_bytes; /* static shared / local memory per block */
     int64_t local_bytes;  /* private (stack) memory per thread */
+    int64_t max_threads;  /* the largest work-group this kernel can run; 0 or -1: unknown */
 } at_resources;
 
 typedef struct at_backend_ops {

@@ -297,6 +297,11 @@ int at_resources_fit(const at_device_info *info, const at_resources *r, int64_t 
                  (long long)r->spill_bytes, (long long)r->registers);
         return 0;
     }
+    if (r->max_threads > 0 && threads > r->max_threads) {
+        snprintf(why, whylen, "a work-group of %lld exceeds the kernel's limit of %lld",
+                 (long long)threads, (long long)r->max_threads);
+        return 0;
+    }
     if (info->max_registers_per_block > 0 && r->registers > 0 &&
         r->registers * threads > info->max_registers_per_block) {
         snprintf(why, whylen, "%lld registers x %lld threads exceed the %lld registers of a block",

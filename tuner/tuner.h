@@ -103,8 +103,9 @@ struct at_kernel {
 at_status at_kernel_build(at_context *ctx, at_template *t, const at_gemm_problem *g,
                           const char *config, at_kernel **out);
 
-/* 1 if a compiled kernel fits the device: no spills, registers x threads within the block's
- * register budget. Otherwise 0 and why says which limit. Unknown counts pass. */
+/* 1 if a compiled kernel fits the device: no spills, a work-group the kernel can run,
+ * registers x threads within the block's register budget. Otherwise 0 and why says which
+ * limit. Unknown counts pass. */
 int at_resources_fit(const at_device_info *info, const at_resources *r, int64_t threads, char *why,
                      size_t whylen);
 

@@ -82,6 +82,10 @@ static void test_resource_rules(void **state)
     assert_non_null(strstr(why, "spills 152 bytes"));
     at_resources unknown = {.registers = -1, .spill_bytes = -1};
     assert_true(at_resources_fit(&d, &unknown, 1024, why, sizeof why));
+    at_resources small_group = {.registers = -1, .spill_bytes = -1, .max_threads = 256};
+    assert_false(at_resources_fit(&d, &small_group, 512, why, sizeof why));
+    assert_non_null(strstr(why, "limit of 256"));
+    assert_true(at_resources_fit(&d, &small_group, 256, why, sizeof why));
     at_device_info opencl = {0}; /* no register budget known */
     assert_true(at_resources_fit(&opencl, &heavy, 1024, why, sizeof why));
 }

@@ -251,6 +251,11 @@ static void test_vadd_timed(void **state)
                      AT_OK);
     assert_int_equal(B->finish(g_dev), AT_OK);
     B->buffer_free(g_dev, c);
+    /* The compiled kernel's limits, for rejecting candidates before launch. */
+    at_resources r;
+    assert_int_equal(B->resources(p, &r), AT_OK);
+    assert_true(r.max_threads >= 1);
+    assert_true(r.shared_bytes >= 0);
     B->program_free(p);
 }
 

@@ -34,6 +34,7 @@
     X(clGetProgramInfo)                                                                            \
     X(clReleaseProgram)                                                                            \
     X(clCreateKernel)                                                                              \
+    X(clGetKernelWorkGroupInfo)                                                                    \
     X(clReleaseKernel)                                                                             \
     X(clSetKernelArg)                                                                              \
     X(clCreateBuffer)                                                                              \
@@ -633,6 +634,26 @@ static at_status ocl_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t
     return s;
 }
 
+/* What the compiled kernel allows: its largest work-group (a device may lower it below the
+ * device maximum for a kernel that needs many registers) and its local and private memory. */
+static at_status ocl_resources(at_bprog *p, at_resources *out)
+{
+    *out = (at_resources){-1, -1, -1, -1, -1};
+    size_t wg = 0;
+    cl_ulong lmem = 0, pmem = 0;
+    cl_int err = cl.clGetKernelWorkGroupInfo(p->kernel, p->dev->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                             sizeof wg, &wg, NULL);
+    if (err != CL_SUCCESS) return ocl_fail(AT_ERR_UNSUPPORTED, "clGetKernelWorkGroupInfo", err);
+    out->max_threads = (int64_t)wg;
+    if (cl.clGetKernelWorkGroupInfo(p->kernel, p->dev->device, CL_KERNEL_LOCAL_MEM_SIZE,
+                                    sizeof lmem, &lmem, NULL) == CL_SUCCESS)
+        out->shared_bytes = (int64_t)lmem;
+    if (cl.clGetKernelWorkGroupInfo(p->kernel, p->dev->device, CL_KERNEL_PRIVATE_MEM_SIZE,
+                                    sizeof pmem, &pmem, NULL) == CL_SUCCESS)
+        out->local_bytes = (int64_t)pmem;
+    return AT_OK;
+}
+
 static at_status ocl_buffer_fill(at_bdev *d, at_bbuf b, unsigned char value)
 {
     AT_TRY(at_bbuf_check(b, 0, b.bytes, "buffer_fill"));
@@ -667,6 +688,7 @@ const at_backend_ops at_opencl_backend = {
     .buffer_read = ocl_buffer_read,
     .buffer_free = ocl_buffer_free,
     .buffer_fill = ocl_buffer_fill,
+    .resources = ocl_resources,
     .launch = ocl_launch,
     .finish = ocl_finish,
     .native_context = ocl_native_context,
