@@ -50,6 +50,7 @@ CC=${CC:-cc}
 
 # The peers come from Debian: install what is missing (as root, or with sudo).
 PEER_PACKAGES="libclblast-dev clblast-utils libopenblas-dev pocl-opencl-icd ocl-icd-opencl-dev clinfo"
+# shellcheck disable=SC2086  # the package list is split on purpose
 if ! dpkg-query -W $PEER_PACKAGES >/dev/null 2>&1; then
     SUDO=
     [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -74,6 +75,20 @@ step_record() {
     : > "$STEPS/$name.env"
     local kv
     for kv in "$@"; do printf '%s\n' "$kv" >> "$STEPS/$name.env"; done
+}
+
+# run_step NAME CMD...: runs a measured step with an empty PoCL kernel cache of its own (so no
+# tool's time benefits from kernels another compiled), stdout to NAME.json, stderr to
+# NAME.stderr.log, and records it; sets rc, t0, t1.
+run_step() {
+    local name=$1; shift
+    export POCL_CACHE_DIR="$WORK/pocl-cache-$name"; mkdir -p "$POCL_CACHE_DIR"
+    t0=$(now); rc=0
+    "$@" > "$OUTDIR/$name.json" 2> "$OUTDIR/$name.stderr.log" || rc=$?
+    t1=$(now)
+    rm -rf "$POCL_CACHE_DIR"; unset POCL_CACHE_DIR
+    step_record "$name" status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "$@")" \
+        "stdout=$name.json" "stderr=$name.stderr.log"
 }
 
 # ---- environment -------------------------------------------------------------------------
@@ -129,13 +144,7 @@ for S in $SIZES; do
         # shellcheck disable=SC2206  # AUTOTUNE_FLAGS is split on purpose
         cmd=("$AUTOTUNE" gemm --m "$S" --n "$S" --k "$S" --db "$db" --json $AUTOTUNE_FLAGS)
         log "autotune S=$S: $(quote "${cmd[@]}")"
-        export POCL_CACHE_DIR="$WORK/pocl-cache-$name"; mkdir -p "$POCL_CACHE_DIR"
-        t0=$(now); rc=0
-        "${cmd[@]}" > "$OUTDIR/$name.json" 2> "$OUTDIR/$name.stderr.log" || rc=$?
-        t1=$(now)
-        rm -rf "$POCL_CACHE_DIR"; unset POCL_CACHE_DIR
-        step_record "$name" status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" \
-            "stdout=$name.json" "stderr=$name.stderr.log"
+        run_step "$name" "${cmd[@]}"
         log "autotune S=$S: rc=$rc, wall $(python3 -c "print(round($t1-$t0,1))") s"
     fi
 
@@ -149,13 +158,7 @@ for S in $SIZES; do
         cmd=("$PEERS" "$S" --platform "$CL_PLATFORM" --device "$CL_DEVICE"
              --min-seconds "$PEERS_MIN_SECONDS" --max-runs "$PEERS_MAX_RUNS")
         log "peers S=$S: $(quote "${cmd[@]}")"
-        export POCL_CACHE_DIR="$WORK/pocl-cache-$name"; mkdir -p "$POCL_CACHE_DIR"
-        t0=$(now); rc=0
-        "${cmd[@]}" > "$OUTDIR/$name.json" 2> "$OUTDIR/$name.stderr.log" || rc=$?
-        t1=$(now)
-        rm -rf "$POCL_CACHE_DIR"; unset POCL_CACHE_DIR
-        step_record "$name" status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" \
-            "stdout=$name.json" "stderr=$name.stderr.log"
+        run_step "$name" "${cmd[@]}"
         log "peers S=$S: rc=$rc"
         sed 's/^/    /' "$OUTDIR/$name.stderr.log" >&2 || true
     fi
