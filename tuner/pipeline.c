@@ -115,8 +115,8 @@ typedef struct pool {
 
 static void first_lines(const char *log, char *out, size_t len)
 {
-    /* Keep the start of a compiler log: it names the first error. */
-    snprintf(out, len, "%s", log && *log ? log : at_errmsg());
+    /* Keep the start of a compiler log, on one line: it names the first error. */
+    at_log_head(log && *log ? log : at_errmsg(), out, len);
     for (char *c = out; *c; c++)
         if (*c == '\n' || *c == '\t') *c = ' ';
 }
