@@ -37,6 +37,21 @@
  * The C epilogue likewise uses 32-bit accesses (column pairs) only when C is 4-byte aligned and
  * ldc is even, else 16-bit accesses.
  *
+ * Split-K (SPLITK > 1). Grid dimension 2 splits K into SPLITK ranges of TPS = ceil(KT/SPLITK)
+ * whole BK tiles (KT = ceil(K/BK)); the last ranges may be short or empty (K < SPLITK*BK, or KT
+ * not a multiple), and an empty range still takes part in the reduction. The kernel then takes
+ * one more argument, WS: a workspace of T*(BM*BN + 1) f32 words for T = ceil(M/BM)*ceil(N/BN)
+ * tiles, all zero before the launch: T partial tiles of BM*BN floats, then T arrival counters.
+ * Each block adds its f32 accumulators into its tile's partial with atomicAdd (fragment order:
+ * word (((mi*NI + ni)*4 + e)*THREADS + tid), so a warp's atomics are 128 contiguous bytes),
+ * then __threadfence() and one atomicAdd on the tile's counter. The block that arrives last
+ * (counter == SPLITK-1) fences again, takes the sums with atomicExch(.., 0) — reading them
+ * and leaving zeros behind — and resets the counter, then runs the ordinary epilogue
+ * (alpha*acc + beta*C, C unread when beta == 0). No block ever waits for another, so there is
+ * no deadlock whatever the scheduling, and the workspace is all zero again when the kernel
+ * returns: it is cleared once when allocated, never per launch. Launches that share one
+ * workspace must not overlap (one stream).
+ *
  * Edges. Copies past the M/N/K bounds read nothing and zero-fill shared memory (cp.async's
  * src-size operand; a chunk cut by the bound copies just its valid elements), so partial tiles
  * contribute zeros; stores are guarded. EDGE_M/EDGE_N/EDGE_K = 0 compile the checks away.
@@ -45,9 +60,10 @@
  *   BM, BN    block tile of C          BK       K tile (multiple of 16)
  *   WM, WN    warp tile (multiples of 16)       STAGES   pipeline depth (2..4)
  *   SWIZZLE   1: XOR-swizzled shared tiles (conflict-free ldmatrix); 0: plain
+ *   SPLITK    K ranges reduced through the workspace (1: direct, no workspace)
  * Problem defines: TA, TB (layouts as above), EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64 (64-bit
- * element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1],
- * global = [ceil(n/BN) * local0, ceil(m/BM)]: block x walks N, block y walks M.
+ * element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
+ * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK]: block x walks N, y walks M, z walks K.
  *
  * The PTX primitives are wrapped in the at_* functions below; defining AT_MMA_EMULATE before
  * including this file replaces them (and the preamble macros) with a host emulation. */
@@ -73,6 +89,9 @@
 #endif
 #ifndef SWIZZLE
 #define SWIZZLE 1
+#endif
+#ifndef SPLITK
+#define SPLITK 1
 #endif
 #ifndef TA
 #define TA 0
@@ -270,7 +289,12 @@ INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const
 KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, const float beta,
                      const unsigned short *__restrict__ A, const int lda,
                      const unsigned short *__restrict__ B, const int ldb, unsigned short *C,
-                     const int ldc)
+                     const int ldc
+#if SPLITK > 1
+                     ,
+                     float *__restrict__ WS
+#endif
+)
 {
     alignas(128) LOCAL unsigned short smem[STAGES * (A_TILE + B_TILE)];
 
@@ -279,7 +303,14 @@ KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, c
     const int wm0 = (warp % WARPS_M) * WM; /* warp tile origin within the block tile */
     const int wn0 = (warp / WARPS_M) * WN;
     const int bm = GROUP_ID(1) * BM, bn = GROUP_ID(0) * BN;
+#if SPLITK > 1 /* this block's K tiles: [kt0, kt0 + KT), possibly empty */
+    const int TPS = ((K + BK - 1) / BK + SPLITK - 1) / SPLITK;
+    const int kt0 = GROUP_ID(2) * TPS;
+    const int KT = MAX(MIN((K + BK - 1) / BK - kt0, TPS), 0);
+#else
+    const int kt0 = 0;
     const int KT = (K + BK - 1) / BK;
+#endif
 
     /* the same in every thread and block: a uniform branch */
     const bool vec = ((lda | ldb) & 7) == 0 &&
@@ -311,8 +342,8 @@ KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, c
     AT_UNROLL(STAGES - 1)
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < KT) {
-            AT_STAGE_A(s, s * BK);
-            AT_STAGE_B(s, s * BK);
+            AT_STAGE_A(s, (kt0 + s) * BK);
+            AT_STAGE_B(s, (kt0 + s) * BK);
         }
         at_cp_commit();
     }
@@ -338,8 +369,8 @@ KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, c
         {
             const int nk = kt + STAGES - 1;
             if (nk < KT) {
-                AT_STAGE_A(nk % STAGES, nk * BK);
-                AT_STAGE_B(nk % STAGES, nk * BK);
+                AT_STAGE_A(nk % STAGES, (kt0 + nk) * BK);
+                AT_STAGE_B(nk % STAGES, (kt0 + nk) * BK);
             }
             at_cp_commit();
         }
@@ -384,6 +415,40 @@ KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, c
         }
     }
     at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
+
+#if SPLITK > 1
+    /* Split-K reduction (see the top of the file); every block returns but the last. */
+    {
+        const long tiles = (long)NUM_GROUPS(0) * NUM_GROUPS(1);
+        const long tile = (long)GROUP_ID(1) * NUM_GROUPS(0) + GROUP_ID(0);
+        float *wt = WS + tile * (BM * BN) + tid;
+        unsigned *count = (unsigned *)(WS + tiles * (BM * BN)) + tile;
+        if (KT > 0) { /* an empty range adds only zeros: it just counts itself */
+            AT_UNROLL(MI)
+            for (int mi = 0; mi < MI; ++mi)
+                AT_UNROLL(NI)
+                for (int ni = 0; ni < NI; ++ni)
+                    AT_UNROLL(4)
+                    for (int e = 0; e < 4; ++e)
+                        atomicAdd(wt + ((mi * NI + ni) * 4 + e) * THREADS, acc[mi][ni][e]);
+        }
+        LOCAL int at_last;
+        __threadfence(); /* this thread's partial sums are visible before the block counts */
+        BARRIER();
+        if (tid == 0) at_last = atomicAdd(count, 1u) == SPLITK - 1;
+        BARRIER();
+        if (!at_last) return;
+        __threadfence(); /* the other blocks' sums are seen after their counts */
+        AT_UNROLL(MI)
+        for (int mi = 0; mi < MI; ++mi)
+            AT_UNROLL(NI)
+            for (int ni = 0; ni < NI; ++ni)
+                AT_UNROLL(4)
+                for (int e = 0; e < 4; ++e)
+                    acc[mi][ni][e] = atomicExch(wt + ((mi * NI + ni) * 4 + e) * THREADS, 0.0f);
+        if (tid == 0) atomicExch(count, 0u);
+    }
+#endif
 
     /* Epilogue: accumulator e of tile (mi, ni) is C(row g + 8*(e>>1), col 2*t + (e&1)). */
     const int g = lane >> 2, t4 = lane & 3;

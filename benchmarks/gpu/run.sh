@@ -20,7 +20,9 @@
 #   TUNE_BUDGET=40         --budget of each tuning run (N evaluations or Ns)
 #   TUNE_RUN_TIMEOUT_S=90  a tuning run is stopped (SIGTERM: it saves what it measured) after it
 #   CORRECT_DTYPES="f32 f16 bf16" CORRECT_LAYOUTS="nn nt tn tt"
-#   CORRECT_SHAPES="1x1x1 7x5x3 127x129x65 1000x999x77 16x8192x128"
+#   CORRECT_SHAPES="1x1x1 7x5x3 127x129x65 16x8192x1000 200x256x8200 1000x999x77 16x8192x128"
+#                          (16x8192x1000 and 200x256x8200: the split-K defaults of gemm_mma are
+#                          valid there, so budget 3 checks two split-K configs)
 #   CORRECT_BUDGET=3 CORRECT_JOBS=4 CORRECT_TIMEOUT_S=60
 #   TIME_LIMIT_S=470       the whole run's target (seconds since start)
 #   CORRECT_DEADLINE_S=150 no new correctness case starts after this (since start)
@@ -57,7 +59,7 @@ TUNE_BUDGET=${TUNE_BUDGET:-40}
 TUNE_RUN_TIMEOUT_S=${TUNE_RUN_TIMEOUT_S:-90}
 CORRECT_DTYPES=${CORRECT_DTYPES:-"f32 f16 bf16"}
 CORRECT_LAYOUTS=${CORRECT_LAYOUTS:-"nn nt tn tt"}
-CORRECT_SHAPES=${CORRECT_SHAPES:-"1x1x1 7x5x3 127x129x65 1000x999x77 16x8192x128"}
+CORRECT_SHAPES=${CORRECT_SHAPES:-"1x1x1 7x5x3 127x129x65 16x8192x1000 200x256x8200 1000x999x77 16x8192x128"}
 CORRECT_BUDGET=${CORRECT_BUDGET:-3}
 CORRECT_JOBS=${CORRECT_JOBS:-4}
 CORRECT_TIMEOUT_S=${CORRECT_TIMEOUT_S:-60}

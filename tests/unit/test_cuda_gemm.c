@@ -50,6 +50,72 @@ static void test_gemm_compiles_for_sm80_and_sm90a(void **state)
     compile_sample("sm_90a", AT_DTYPE_BF16, AT_LAYOUT_TN, 4096, 64, 31);
 }
 
+/* Compiles `count` configs of gemm_mma with SPLITK > 1, spread through the split-K part of the
+ * space for the problem, with NVRTC for arch; every one must compile and fit. */
+static void compile_splitk(const char *arch, at_dtype dtype, at_layout layout, int64_t m, int64_t n,
+                           int64_t k, size_t count)
+{
+    at_gemm_problem p = {.m = m, .n = n, .k = k, .dtype = dtype, .layout = layout, .alpha = 1};
+    at_device_info info;
+    at_bdev *d = NULL;
+    at_template *t = NULL;
+    assert_int_equal(at_cuda_backend.open_target(arch, &info, &d), AT_OK);
+    assert_int_equal(at_template_load("gemm_mma", "cuda", &t), AT_OK);
+    assert_int_equal(at_template_bind_device(t, &info), AT_OK);
+    assert_int_equal(at_gemm_bind(&p, t->space), AT_OK);
+    int64_t *cfgs = NULL, sk = 0;
+    size_t n_all = 0, n_split = 0;
+    assert_int_equal(at_space_enumerate(t->space, &cfgs, NULL, &n_all), AT_OK);
+    size_t *split = malloc((n_all + 1) * sizeof *split);
+    assert_non_null(split);
+    for (size_t i = 0; i < n_all; i++) {
+        assert_int_equal(at_space_value(t->space, cfgs + i * t->space->nparams, "SPLITK", &sk),
+                         AT_OK);
+        if (sk > 1) split[n_split++] = i;
+    }
+    if (n_split < count)
+        fail_msg("%s %lldx%lldx%lld: only %zu split-K configs", arch, (long long)m, (long long)n,
+                 (long long)k, n_split);
+    for (size_t c = 0; c < count; c++) {
+        const int64_t *cfg = cfgs + split[c * n_split / count] * t->space->nparams;
+        char config[512], options[4096], why[512] = "";
+        at_config_format(t->space, cfg, config, sizeof config);
+        assert_int_equal(at_config_defines(t->space, cfg, options, sizeof options), AT_OK);
+        size_t g[3], l[3], ws = 0, shared = 0;
+        assert_int_equal(at_space_launch(t->space, cfg, g, l), AT_OK);
+        assert_int_equal(at_space_memory(t->space, cfg, &shared, &ws), AT_OK);
+        assert_int_equal(g[2], (size_t)cfg[7]); /* grid z = SPLITK, blocks of depth 1 */
+        assert_int_equal(l[2], 1);
+        assert_true(ws > 0);
+        at_bprog *prog = NULL;
+        char *log = NULL;
+        if (at_cuda_backend.compile(d, t->source, options, "gemm_mma", &prog, &log) != AT_OK)
+            fail_msg("%s %s: %s", arch, config, log ? log : at_errmsg());
+        at_resources r;
+        assert_int_equal(at_cuda_backend.resources(prog, &r), AT_OK);
+        if (!at_resources_fit(&info, &r, (int64_t)l[0], why, sizeof why))
+            fail_msg("%s %s: %s", arch, config, why);
+        free(log);
+        at_cuda_backend.program_free(prog);
+    }
+    free(split);
+    free(cfgs);
+    at_template_free(t);
+    at_cuda_backend.close(d);
+}
+
+/* Split-K configs for the small-m and large-k LLM shapes and edge shapes (K not a multiple of
+ * BK, ranges that end up empty), both targets, both 16-bit types, all layouts between them. */
+static void test_splitk_compiles(void **state)
+{
+    (void)state;
+    if (!have_nvrtc()) skip();
+    compile_splitk("sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 16, 8192, 8192, 2);
+    compile_splitk("sm_80", AT_DTYPE_F16, AT_LAYOUT_NT, 4096, 1024, 14336, 1);
+    compile_splitk("sm_80", AT_DTYPE_BF16, AT_LAYOUT_TN, 17, 999, 777, 1);
+    compile_splitk("sm_90a", AT_DTYPE_F16, AT_LAYOUT_TT, 100, 300, 1000, 1);
+}
+
 static void test_bad_targets(void **state)
 {
     (void)state;
@@ -96,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_resource_rules),
         cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_gemm_compiles_for_sm80_and_sm90a),
+        cmocka_unit_test(test_splitk_compiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

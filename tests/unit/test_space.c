@@ -913,11 +913,22 @@ static void test_gemm_yaml(void **state)
     assert_int_equal(at_space_enumerate(s, &cfgs, NULL, &n), AT_OK);
     assert_true(n > 0);
     assert_true(s->ndefaults > 0);
+    /* A space may have defaults for GPUs and others for CPUs (is_cpu): each must be valid on
+     * one of them, and each kind of device must have one. */
+    bool cpu_var = at_space_set(s, "device.is_cpu", 0) == AT_OK;
+    size_t valid_on[2] = {0, 0};
     for (size_t i = 0; i < s->ndefaults; i++) {
         const int64_t *cfg = &s->defaults[i * s->nparams];
         char why[512], name[512];
         at_config_format(s, cfg, name, sizeof name);
-        bool ok = at_space_valid(s, cfg, why, sizeof why);
+        bool ok = false;
+        for (int cpu = 0; cpu < (cpu_var ? 2 : 1); cpu++) {
+            if (cpu_var) at_space_set(s, "device.is_cpu", cpu);
+            bool v = at_space_valid(s, cfg, cpu ? NULL : why, sizeof why);
+            valid_on[cpu] += v;
+            ok = ok || v;
+        }
+        if (cpu_var) at_space_set(s, "device.is_cpu", 0);
         if (!ok) print_error("gemm default %zu (%s) is not valid: %s\n", i, name, why);
         assert_true(ok);
         size_t g[3], l[3];
@@ -928,6 +939,8 @@ static void test_gemm_yaml(void **state)
         assert_int_equal(at_config_parse(s, name, back), AT_OK);
         assert_memory_equal(back, cfg, s->nparams * sizeof *cfg);
     }
+    assert_true(valid_on[0] > 0);
+    if (cpu_var) assert_true(valid_on[1] > 0);
     for (size_t i = 0; i < n; i += 1 + n / 50) {
         size_t g[3], l[3];
         assert_int_equal(at_space_launch(s, &cfgs[i * s->nparams], g, l), AT_OK);
