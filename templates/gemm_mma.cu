@@ -423,29 +423,24 @@ KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, c
         const long tile = (long)GROUP_ID(1) * NUM_GROUPS(0) + GROUP_ID(0);
         float *wt = WS + tile * (BM * BN) + tid;
         unsigned *count = (unsigned *)(WS + tiles * (BM * BN)) + tile;
-        if (KT > 0) { /* an empty range adds only zeros: it just counts itself */
-            AT_UNROLL(MI)
-            for (int mi = 0; mi < MI; ++mi)
-                AT_UNROLL(NI)
-                for (int ni = 0; ni < NI; ++ni)
-                    AT_UNROLL(4)
-                    for (int e = 0; e < 4; ++e)
-                        atomicAdd(wt + ((mi * NI + ni) * 4 + e) * THREADS, acc[mi][ni][e]);
+        float *accf = &acc[0][0][0]; /* accf[(mi*NI + ni)*4 + e]; fully unrolled: registers */
+        if (KT > 0) {                /* an empty range adds only zeros: it just counts itself */
+            AT_UNROLL(MI * NI * 4)
+            for (int i = 0; i < MI * NI * 4; ++i)
+                atomicAdd(wt + i * THREADS, accf[i]);
         }
-        LOCAL int at_last;
+        /* The arrival flag lives in the (now idle) stage memory: a static variable of its own
+         * would push 48 KiB configs past the static shared-memory limit. */
+        volatile int *last = (volatile int *)smem;
         __threadfence(); /* this thread's partial sums are visible before the block counts */
+        BARRIER();       /* ... and every warp is done with the stages */
+        if (tid == 0) *last = atomicAdd(count, 1u) == SPLITK - 1;
         BARRIER();
-        if (tid == 0) at_last = atomicAdd(count, 1u) == SPLITK - 1;
-        BARRIER();
-        if (!at_last) return;
+        if (!*last) return;
         __threadfence(); /* the other blocks' sums are seen after their counts */
-        AT_UNROLL(MI)
-        for (int mi = 0; mi < MI; ++mi)
-            AT_UNROLL(NI)
-            for (int ni = 0; ni < NI; ++ni)
-                AT_UNROLL(4)
-                for (int e = 0; e < 4; ++e)
-                    acc[mi][ni][e] = atomicExch(wt + ((mi * NI + ni) * 4 + e) * THREADS, 0.0f);
+        AT_UNROLL(MI * NI * 4)
+        for (int i = 0; i < MI * NI * 4; ++i)
+            accf[i] = atomicExch(wt + i * THREADS, 0.0f);
         if (tid == 0) atomicExch(count, 0u);
     }
 #endif

@@ -354,6 +354,12 @@ int at_resources_fit(const at_device_info *info, const at_resources *r, int64_t 
                  (long long)r->spill_bytes, (long long)r->registers);
         return 0;
     }
+    if (r->shared_bytes > 0 && info->local_mem_bytes > 0 &&
+        r->shared_bytes > info->local_mem_bytes) {
+        snprintf(why, whylen, "%lld bytes of static shared memory exceed the %lld of a block",
+                 (long long)r->shared_bytes, (long long)info->local_mem_bytes);
+        return 0;
+    }
     if (r->max_threads > 0 && threads > r->max_threads) {
         snprintf(why, whylen, "a work-group of %lld exceeds the kernel's limit of %lld",
                  (long long)threads, (long long)r->max_threads);

@@ -110,8 +110,9 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_gemm_problem
  * it), waiting until the zeroing is done so any stream may use it. */
 at_status at_workspace_ensure(at_context *ctx, at_bbuf *ws, size_t bytes);
 
-/* 1 if a compiled kernel fits the device: no spills, a work-group the kernel can run,
- * registers x threads within the block's register budget. Otherwise 0 and why says which
+/* 1 if a compiled kernel fits the device: no spills, static shared memory within
+ * local_mem_bytes, a work-group the kernel can run, registers x threads within the block's
+ * register budget. Otherwise 0 and why says which
  * limit. Unknown counts pass. */
 int at_resources_fit(const at_device_info *info, const at_resources *r, int64_t threads, char *why,
                      size_t whylen);

@@ -186,6 +186,24 @@ static void test_registry(void **state)
     assert_non_null(B->native_queue);
 }
 
+/* A compile-only target knows its shared memory limits: 48 KiB static, the opt-in per arch. */
+static void test_target_shared_limits(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *arch;
+        int64_t optin;
+    } t[] = {{"sm_80", 163 * 1024}, {"sm_86", 99 * 1024}, {"sm_90a", 227 * 1024}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        at_device_info info;
+        at_bdev *d = NULL;
+        if (B->open_target(t[i].arch, &info, &d) != AT_OK) skip(); /* no NVRTC */
+        assert_int_equal(info.local_mem_bytes, 48 * 1024);
+        assert_int_equal(info.max_shared_optin, t[i].optin);
+        B->close(d);
+    }
+}
+
 /* ---- compiling for real targets without a device ------------------------------------------ */
 
 static void check_target(const char *arch)
@@ -479,6 +497,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unknown_targets),
         cmocka_unit_test(test_concurrent_compiles),
         cmocka_unit_test(test_report_parser),
+        cmocka_unit_test(test_target_shared_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,6 +152,12 @@ static void test_resource_rules(void **state)
     assert_false(at_resources_fit(&d, &small_group, 512, why, sizeof why));
     assert_non_null(strstr(why, "limit of 256"));
     assert_true(at_resources_fit(&d, &small_group, 256, why, sizeof why));
+    at_device_info sm = {.local_mem_bytes = 48 * 1024};
+    at_resources smem = {.registers = -1, .spill_bytes = -1, .shared_bytes = 48 * 1024 + 4};
+    assert_false(at_resources_fit(&sm, &smem, 256, why, sizeof why));
+    assert_non_null(strstr(why, "49156 bytes of static shared memory"));
+    smem.shared_bytes = 48 * 1024;
+    assert_true(at_resources_fit(&sm, &smem, 256, why, sizeof why));
     at_device_info opencl = {0}; /* no register budget known */
     assert_true(at_resources_fit(&opencl, &heavy, 1024, why, sizeof why));
 }

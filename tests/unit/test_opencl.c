@@ -183,6 +183,7 @@ static void test_device_info(void **state)
     assert_true(info.max_work_group_size >= 1);
     assert_true(info.max_work_item_sizes[0] >= 1);
     assert_true(info.local_mem_bytes > 0);
+    assert_int_equal(info.max_shared_optin, info.local_mem_bytes); /* no opt-in on OpenCL */
     assert_true(info.global_mem_bytes > 0);
     assert_true(info.max_alloc_bytes > 0 && info.max_alloc_bytes <= info.global_mem_bytes);
     assert_true(info.clock_mhz >= 0);
