@@ -860,9 +860,11 @@ static void test_enumerate_speed(void **state)
         assert_int_equal(cfgs[i * 5 + 4], s->params[4].values[idx[i * 5 + 4]]);
         assert_true(at_space_valid(s, &cfgs[i * 5], NULL, 0));
     }
+    /* A guard against a pathological (e.g. quadratic) enumerator, not a timing test: it takes
+     * ~0.1 s, and a loaded machine under ASan must not fail it. */
     if (!under_valgrind()) {
-        if (dt >= 0.5) print_error("enumerating 200000 configurations took %.3f s\n", dt);
-        assert_true(dt < 0.5);
+        if (dt >= 10) print_error("enumerating 200000 configurations took %.3f s\n", dt);
+        assert_true(dt < 10);
     }
     free(cfgs);
     free(idx);
