@@ -118,6 +118,7 @@ typedef struct at_tune_options {
     /* When *cancel becomes non-zero the run stops after the candidate in hand; everything
      * measured so far is in the database and the next run resumes from it. May be NULL. */
     const volatile int *cancel;
+    int64_t no_improve; /* stop after this many evaluations without a better time; 0: off */
 } at_tune_options;
 
 typedef struct at_tune_report {
@@ -249,6 +250,42 @@ at_status at_db_visit(const char *path, const char *table, const char *prefix,
                       char *why, size_t whylen);
 /* NULL-terminated names of the search strategies at_tune_options.strategy accepts. */
 const char *const *at_tune_strategies(void);
+
+/* ---- replay: a tuning run answered from a recorded space ---------------------------------- */
+
+typedef struct at_replay_report {
+    char format[16];     /* "kerneltuner" or "autotune" */
+    char device[256];    /* the device that recorded it, as the file names it */
+    char kernel[256];    /* Kernel Tuner's kernel name, or "problem|device|template hash" */
+    char objective[64];  /* the recorded quantity: "time" (ms), "median_us", "GFLOP/s" ... */
+    int64_t space;       /* configurations in the recording */
+    int64_t space_failed; /* of which recorded as failed */
+    int64_t evaluated;   /* configurations the strategy evaluated */
+    int64_t failed;      /* of which recorded as failed */
+    double optimum;      /* the recording's best objective value */
+    char optimum_config[512];
+    int found;           /* 1 if a configuration that succeeded was evaluated */
+    double best;         /* best objective value evaluated */
+    char best_config[512];
+    double simulated_seconds; /* recorded compile + benchmark time of what was evaluated */
+    double seconds;           /* wall time of the replay (the search's own cost) */
+    /* One entry at each improvement: evaluations so far and the best objective value then.
+     * malloc'd; at_replay_report_clear frees them. */
+    size_t ntrajectory;
+    int64_t *trajectory_evals;
+    double *trajectory_best;
+} at_replay_report;
+
+/* Replays a tuning run with opts' strategy, seed and budgets (max_seconds counts the recorded
+ * seconds of the evaluated configurations, not wall time; no budget: until the space is
+ * exhausted) against the recorded space at path: Kernel Tuner cache JSON (plain or .gz) or an
+ * autotune database directory, chosen by content. select picks one space of a database by a
+ * prefix of "problem|device|template hash" (NULL: the database must hold one). Returns
+ * AT_ERR_IO, AT_ERR_INVALID_ARG (malformed file, unknown strategy, selection), AT_ERR_DB*,
+ * AT_ERR_NO_MEMORY, with the detail in *why (may be NULL). */
+at_status at_replay_file(const char *path, const char *select, const at_tune_options *opts,
+                         at_replay_report *report, char *why, size_t whylen);
+void at_replay_report_clear(at_replay_report *report); /* frees the trajectory */
 
 /* The database path used when none is given. malloc'd; free() it. */
 char *at_db_default_location(void);

@@ -15,6 +15,9 @@ typedef struct at_search_space {
     size_t nparams;
     const uint16_t *idx;
     const size_t *nvalues;
+    /* Optional: the numeric value of each parameter value, values[j][v] (NAN where a value is
+     * not a number), so a model can use magnitudes; NULL when unknown. */
+    const double *const *values;
 } at_search_space;
 
 typedef struct at_search_options {

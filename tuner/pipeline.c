@@ -419,7 +419,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     }
     size_t nvalues[AT_MAX_PARAMS];
     for (size_t j = 0; j < np; j++) nvalues[j] = s->params[j].nvalues;
-    at_search_space ss = {r.nconfigs, np, idx, nvalues};
+    at_search_space ss = {r.nconfigs, np, idx, nvalues, NULL};
     at_search_options so = {.strategy = opts->strategy,
                             .seed = opts->seed,
                             .max_evals = opts->max_evals,

@@ -18,7 +18,7 @@ static const size_t g_nvalues[1] = {1000};
 static at_search_space space_of(size_t n)
 {
     for (size_t i = 0; i < n; i++) g_idx[i] = (uint16_t)i;
-    at_search_space s = {n, 1, g_idx, g_nvalues};
+    at_search_space s = {n, 1, g_idx, g_nvalues, NULL};
     return s;
 }
 

@@ -42,8 +42,8 @@ static int fail(at_status s, const char *detail)
 typedef struct opts {
     int64_t m, n, k;
     int have_m, have_n, have_k;
-    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch;
-    int64_t limit;
+    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch, *select;
+    int64_t limit, no_improve;
     int compile;
     int device;
     int64_t budget_evals;
@@ -487,6 +487,121 @@ static int cmd_space(int argc, char **argv)
     return rc;
 }
 
+/* ---- autotune replay ------------------------------------------------------------------------ */
+
+static const char REPLAY_HELP[] =
+    "usage: autotune replay FILE [--strategy NAME] [--budget N|Ns] [--seed S] [--no-improve N]\n"
+    "                            [--select PREFIX] [--json]\n"
+    "\n"
+    "Replays a tuning run against a recorded space instead of a device: every configuration the\n"
+    "strategy proposes is answered with its recorded time or failure. FILE is a Kernel Tuner\n"
+    "cache file (JSON, plain or .gz) or an autotune database directory; the format is read\n"
+    "from the content. Prints the recording's optimum, the best found, and the number of\n"
+    "evaluations at each improvement (the trajectory).\n"
+    "\n"
+    "  --strategy NAME   search strategy (see 'autotune gemm --help'; default random)\n"
+    "  --budget N|Ns     stop after N evaluations, or after N recorded seconds (the compile and\n"
+    "                    benchmark time the recording says those evaluations took); default:\n"
+    "                    until the whole space is evaluated\n"
+    "  --seed S          seed of the strategy (default 1)\n"
+    "  --no-improve N    stop after N evaluations without a better time\n"
+    "  --select PREFIX   for a database holding several spaces: a prefix of\n"
+    "                    'problem|device|template hash' choosing one\n"
+    "  --json            one JSON object: space, optimum_time, evaluated, best {config, time},\n"
+    "                    trajectory [[evaluations, best_time_so_far], ...]\n"
+    "\n"
+    "Exit status: 0 success, 2 bad usage or input (unreadable or malformed file), 1 runtime\n"
+    "failure.\n";
+
+static int cmd_replay(int argc, char **argv)
+{
+    static const opt_spec specs[] = {{"strategy", OPT_STR, O(strategy), 0, 0},
+                                     {"budget", OPT_BUDGET, 0, 0, 0},
+                                     {"seed", OPT_SEED, O(seed), 0, 0},
+                                     {"no-improve", OPT_INT, O(no_improve), 1, INT64_MAX},
+                                     {"select", OPT_STR, O(select), 0, 0},
+                                     {"json", OPT_FLAG, O(json), 0, 0},
+                                     {NULL, 0, 0, 0, 0}};
+    opts o = {0};
+    char *pos[1];
+    int npos, rc = parse_opts(argc, argv, specs, &o, pos, 1, &npos);
+    if (rc) return rc;
+    if (o.help) {
+        fputs(REPLAY_HELP, stdout);
+        return 0;
+    }
+    if (npos != 1) return usage_error("replay needs a recorded space: a Kernel Tuner cache file "
+                                      "or an autotune database");
+    if (o.strategy) {
+        int v;
+        if (pick("strategy", o.strategy, at_tune_strategies(), &v)) return EXIT_USAGE;
+    }
+    at_tune_options to = {0};
+    to.strategy = o.strategy;
+    to.max_evals = o.budget_evals;
+    to.max_seconds = o.budget_seconds;
+    to.seed = o.seed;
+    to.no_improve = o.no_improve;
+    at_replay_report r;
+    char why[4096] = "";
+    at_status s = at_replay_file(pos[0], o.select, &to, &r, why, sizeof why);
+    if (s == AT_ERR_IO || s == AT_ERR_DB || s == AT_ERR_DB_CORRUPT || s == AT_ERR_DB_VERSION) {
+        /* An unreadable recording is bad input to this command. */
+        fail(s, why);
+        return EXIT_USAGE;
+    }
+    if (s != AT_OK) return fail(s, why);
+    const char *strategy = o.strategy ? o.strategy : "random";
+    if (o.json) {
+        printf("{\"file\":");
+        json_str(stdout, pos[0]);
+        printf(",\"format\":\"%s\",\"device\":", r.format);
+        json_str(stdout, r.device);
+        printf(",\"kernel\":");
+        json_str(stdout, r.kernel);
+        printf(",\"objective\":");
+        json_str(stdout, r.objective);
+        printf(",\"strategy\":\"%s\",\"seed\":%" PRIu64 ",\"space\":%" PRId64
+               ",\"space_failed\":%" PRId64 ",\"optimum_time\":%.17g,\"optimum_config\":",
+               strategy, o.seed ? o.seed : 1, r.space, r.space_failed, r.optimum);
+        json_str(stdout, r.optimum_config);
+        printf(",\"evaluated\":%" PRId64 ",\"failed\":%" PRId64 ",\"best\":", r.evaluated,
+               r.failed);
+        if (r.found) {
+            printf("{\"config\":");
+            json_str(stdout, r.best_config);
+            printf(",\"time\":%.17g}", r.best);
+        } else {
+            printf("null");
+        }
+        printf(",\"simulated_seconds\":%.3f,\"seconds\":%.4f,\"trajectory\":[",
+               r.simulated_seconds, r.seconds);
+        for (size_t i = 0; i < r.ntrajectory; i++)
+            printf("%s[%" PRId64 ",%.17g]", i ? "," : "", r.trajectory_evals[i],
+                   r.trajectory_best[i]);
+        printf("]}\n");
+    } else {
+        printf("replay of %s (%s%s%s, %s) with %s, seed %" PRIu64 "\n", pos[0], r.format,
+               r.device[0] ? ", " : "", r.device, r.kernel, strategy, o.seed ? o.seed : 1);
+        printf("  space       %" PRId64 " configurations (%" PRId64 " failed when recorded)\n",
+               r.space, r.space_failed);
+        printf("  optimum     %.6g %s  %s\n", r.optimum, r.objective, r.optimum_config);
+        if (r.found)
+            printf("  best found  %.6g %s  %s  (%.2f%% of the optimum's %s)\n", r.best,
+                   r.objective, r.best_config, 100.0 * r.best / r.optimum, r.objective);
+        else
+            printf("  best found  none (every evaluated configuration failed)\n");
+        printf("  evaluated   %" PRId64 " (%" PRId64 " failed), %.1f recorded seconds\n",
+               r.evaluated, r.failed, r.simulated_seconds);
+        printf("  improvements at evaluations:");
+        for (size_t i = 0; i < r.ntrajectory; i++)
+            printf(" %" PRId64, r.trajectory_evals[i]);
+        printf("\n");
+    }
+    at_replay_report_clear(&r);
+    return 0;
+}
+
 /* ---- autotune devices ---------------------------------------------------------------------- */
 
 static int cmd_devices(int argc, char **argv)
@@ -610,6 +725,7 @@ static const char MAIN_HELP[] =
     "  space     count and list a template's tuning space: autotune space gemm\n"
     "  devices   list backends and devices, and why a backend is unavailable\n"
     "  db        list or show the database's entries\n"
+    "  replay    replay a search on a recorded space: autotune replay space.json.gz\n"
     "  version   print the version\n";
 
 int main(int argc, char **argv)
@@ -630,7 +746,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"gemm", cmd_gemm}, {"space", cmd_space}, {"devices", cmd_devices}, {"db", cmd_db}};
+    } cmds[] = {{"gemm", cmd_gemm}, {"space", cmd_space}, {"devices", cmd_devices}, {"db", cmd_db},
+                  {"replay", cmd_replay}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0) continue;
         static char name[64];
