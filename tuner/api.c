@@ -281,9 +281,9 @@ static at_status default_config(const at_template *t, char *buf, size_t len)
 static void default_tune_options(const at_tune_options *in, at_tune_options *o)
 {
     if (in) *o = *in;
-    const char *strategy = o->strategy ? o->strategy : "random";
-    /* Without a budget, random search stops after a minute; exhaustive runs to the end. */
-    if (o->max_evals <= 0 && o->max_seconds <= 0 && strcmp(strategy, "exhaustive") != 0)
+    /* Without a budget, a search stops after a minute; exhaustive runs to the end. */
+    if (o->max_evals <= 0 && o->max_seconds <= 0 &&
+        (!o->strategy || strcmp(o->strategy, "exhaustive") != 0))
         o->max_seconds = 60;
     if (!o->seed) o->seed = 1;
 }

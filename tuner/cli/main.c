@@ -244,9 +244,10 @@ static const char GEMM_HELP[] =
     "  --backend auto|cuda|hip|opencl   (default auto: GPU first, OpenCL last;\n"
     "                        AUTOTUNE_BACKEND sets the default)\n"
     "  --device I            device index within the backend (default 0)\n"
-    "  --strategy NAME       exhaustive | random (default random)\n"
-    "  --budget N|Ns         stop after N evaluations or N seconds (default: random 60s,\n"
-    "                        exhaustive the whole space)\n"
+    "  --strategy NAME       model | random | exhaustive | annealing | genetic (default model:\n"
+    "                        a cost model refined online by a random forest; docs/search.md)\n"
+    "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
+    "                        the whole space)\n"
     "  --seed S              seed of the random strategies (default 1)\n"
     "  --db PATH             database directory (default $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune,\n"
     "                        ~/.cache/autotune)\n"
@@ -499,7 +500,8 @@ static const char REPLAY_HELP[] =
     "from the content. Prints the recording's optimum, the best found, and the number of\n"
     "evaluations at each improvement (the trajectory).\n"
     "\n"
-    "  --strategy NAME   search strategy (see 'autotune gemm --help'; default random)\n"
+    "  --strategy NAME   model | random | exhaustive | annealing | genetic (default model;\n"
+    "                    docs/search.md says how each works)\n"
     "  --budget N|Ns     stop after N evaluations, or after N recorded seconds (the compile and\n"
     "                    benchmark time the recording says those evaluations took); default:\n"
     "                    until the whole space is evaluated\n"
@@ -551,7 +553,7 @@ static int cmd_replay(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (s != AT_OK) return fail(s, why);
-    const char *strategy = o.strategy ? o.strategy : "random";
+    const char *strategy = o.strategy ? o.strategy : at_tune_strategies()[0];
     if (o.json) {
         printf("{\"file\":");
         json_str(stdout, pos[0]);
