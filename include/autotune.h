@@ -119,6 +119,10 @@ typedef struct at_tune_options {
      * measured so far is in the database and the next run resumes from it. May be NULL. */
     const volatile int *cancel;
     int64_t no_improve; /* stop after this many evaluations without a better time; 0: off */
+    /* A results database to answer from instead of the device: every proposed config gets its
+     * recorded outcome for this problem, device and template (a config without a record counts
+     * as failed, "not recorded"); nothing is compiled, run or stored. NULL: tune for real. */
+    const char *replay_db;
 } at_tune_options;
 
 typedef struct at_tune_report {

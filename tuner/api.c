@@ -306,7 +306,7 @@ at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_
 
     at_best_rec b;
     char config[512] = "";
-    if (!o.force && lookup_best(ctx, p, t, &b)) {
+    if (!o.force && !o.replay_db && lookup_best(ctx, p, t, &b)) {
         /* A cache hit: nothing is compiled, unless the caller wants the kernel and its binary
          * is not in the database. */
         rep->cache_hit = 1;

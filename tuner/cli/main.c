@@ -42,7 +42,7 @@ static int fail(at_status s, const char *detail)
 typedef struct opts {
     int64_t m, n, k;
     int have_m, have_n, have_k;
-    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch, *select;
+    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch, *select, *replay;
     int64_t limit, no_improve;
     int compile;
     int device;
@@ -248,7 +248,11 @@ static const char GEMM_HELP[] =
     "                        a cost model refined online by a random forest; docs/search.md)\n"
     "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
     "                        the whole space)\n"
-    "  --seed S              seed of the random strategies (default 1)\n"
+    "  --seed S              seed of the search strategy (default 1)\n"
+    "  --no-improve N        stop after N evaluations without a better time\n"
+    "  --replay DB           answer every candidate from DB's recorded results for this\n"
+    "                        problem, device and template instead of running it (a candidate\n"
+    "                        without a record counts as failed); nothing is stored\n"
     "  --db PATH             database directory (default $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune,\n"
     "                        ~/.cache/autotune)\n"
     "  --force               measure again even if the database has results\n"
@@ -287,6 +291,8 @@ static int cmd_gemm(int argc, char **argv)
                                      {"strategy", OPT_STR, O(strategy), 0, 0},
                                      {"budget", OPT_BUDGET, 0, 0, 0},
                                      {"seed", OPT_SEED, O(seed), 0, 0},
+                                     {"no-improve", OPT_INT, O(no_improve), 1, INT64_MAX},
+                                     {"replay", OPT_STR, O(replay), 0, 0},
                                      {"db", OPT_STR, O(db), 0, 0},
                                      {"force", OPT_FLAG, O(force), 0, 0},
                                      {"json", OPT_FLAG, O(json), 0, 0},
@@ -317,6 +323,8 @@ static int cmd_gemm(int argc, char **argv)
     to.max_evals = o.budget_evals;
     to.max_seconds = o.budget_seconds;
     to.seed = o.seed;
+    to.no_improve = o.no_improve;
+    to.replay_db = o.replay;
     to.force = o.force;
     to.progress = on_progress;
     to.progress_user = &ps;
