@@ -1,6 +1,6 @@
 /* model.c — the model-based strategy: a random forest fitted online to log(time) over the
- * configs' features (parameter values, log2 where they are positive numbers, and the cost
- * model's prediction when there is one), proposing the unmeasured config of highest expected
+ * configs' parameter values (ranked, so log2 or linear scales split alike), its first configs
+ * ordered by the cost model's prediction when there is one, proposing the unmeasured config of highest expected
  * improvement, with a share of random and of local picks. Failed configs are data: a second
  * forest learns where configs fail, and a config's expected improvement is weighed by its
  * chance to run. */
@@ -127,8 +127,10 @@ static at_status model_init(at_search *s)
     for (size_t j = 0; j < np && nf < 256; j++) {
         if (s->space.nvalues[j] >= 2) feat_of[nf++] = j;
     }
+    /* The prior orders the initial design but is not a feature: as one it made the forest
+     * lean on the cost model's mistakes (docs/search.md has the figures). */
     int use_prior = s->opts.prior != NULL;
-    m->nf = nf + (size_t)use_prior;
+    m->nf = nf;
     if (m->nf == 0) m->nf = 1; /* a space of one value per parameter: a constant feature */
     m->X = calloc((n ? n : 1) * m->nf, sizeof *m->X);
     m->train = malloc((n ? n : 1) * sizeof *m->train);
@@ -159,9 +161,6 @@ static at_status model_init(at_search *s)
                 uint16_t v = s->space.idx[i * np + j];
                 double val = s->space.values ? s->space.values[j][v] : NAN;
                 x = isnan(val) ? (double)v : val;
-            } else if (use_prior) {
-                double p = s->opts.prior[i];
-                x = p > 0 && isfinite(p) ? p : INFINITY;
             }
             raw[i] = x;
         }

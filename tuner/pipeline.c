@@ -478,16 +478,30 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         int i = index_of(&r, s->defaults + d * np, np);
         if (i >= 0) first[nfirst++] = (size_t)i;
     }
+    /* The search sees value indices, the values themselves, and the cost model's prior. */
     size_t nvalues[AT_MAX_PARAMS];
-    for (size_t j = 0; j < np; j++) nvalues[j] = s->params[j].nvalues;
-    at_search_space ss = {r.nconfigs, np, idx, nvalues, NULL};
+    double vals[AT_MAX_PARAMS][AT_MAX_VALUES];
+    const double *valp[AT_MAX_PARAMS];
+    for (size_t j = 0; j < np; j++) {
+        nvalues[j] = s->params[j].nvalues;
+        for (size_t v = 0; v < nvalues[j]; v++) vals[j][v] = (double)s->params[j].values[v];
+        valp[j] = vals[j];
+    }
+    double *prior = p->prior ? malloc(r.nconfigs * sizeof *prior) : NULL;
+    if (prior && p->prior(p, s, &ctx->info, r.configs, r.nconfigs, prior) != AT_OK) {
+        free(prior);
+        prior = NULL;
+        at_errclear();
+    }
+    at_search_space ss = {r.nconfigs, np, idx, nvalues, valp};
     at_search_options so = {.strategy = opts->strategy,
                             .seed = opts->seed,
                             .max_evals = opts->max_evals,
                             .max_seconds = opts->max_seconds,
                             .no_improve = opts->no_improve,
                             .first = first,
-                            .nfirst = nfirst};
+                            .nfirst = nfirst,
+                            .prior = prior};
     at_search *search = NULL;
     at_status st = at_search_create(&ss, &so, &search);
     free(first);
@@ -662,6 +676,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     if (replay_own) at_db_close(replay);
     if (!replay) p->release(p, ctx);
     at_search_free(search);
+    free(prior);
     free(r.configs);
     free(idx);
     rep->evaluated = r.evaluated;
