@@ -67,7 +67,8 @@ static const char KT[] =
     "  \"32,fast,1.5\": {\"bx\": 32, \"mode\": \"fast\", \"f\": 1.5, \"time\": 2.5},\n"
     "  \"64,fast,1.5\": {\"bx\": 64, \"mode\": \"fast\", \"f\": 1.5, \"time\": "
     "\"CompilationFailedConfig\"},\n"
-    "  \"16,safe,1.5\": {\"bx\": 16, \"mode\": \"safe\", \"f\": 1.5, \"time\": \"InvalidConfig\"},\n"
+    "  \"16,safe,1.5\": {\"bx\": 16, \"mode\": \"safe\", \"f\": 1.5, \"time\": "
+    "\"InvalidConfig\"},\n"
     "  \"32,safe,1.5\": {\"time\": 1.25},\n"
     "  \"64,safe,1.5\": {\"bx\": 64, \"mode\": \"safe\", \"f\": 1.5, \"time\": 4}}}\n";
 
@@ -104,8 +105,8 @@ static void test_kt_plain_and_gzip(void **state)
     (void)state;
     for (int gz = 0; gz < 2; gz++) {
         at_recording *r = NULL;
-        assert_int_equal(at_recording_load(write_file(gz ? "kt.json.gz" : "kt.json", KT, gz), NULL, &r),
-                         AT_OK);
+        assert_int_equal(
+            at_recording_load(write_file(gz ? "kt.json.gz" : "kt.json", KT, gz), NULL, &r), AT_OK);
         check_kt(r);
         at_recording_free(r);
     }

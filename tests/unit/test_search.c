@@ -228,7 +228,6 @@ static void test_reports_out_of_order_and_repeated(void **state)
     at_search_free(s);
 }
 
-
 /* ---- a 3-parameter space with holes (only configs with (a + b + c) % 4 != 0 exist) -------- */
 
 #define G 12
