@@ -239,6 +239,18 @@ PY
 else
   bad "gemm --replay failed: $(cat "$work/err")"
 fi
+# The same for a tiny real run on the full space: its best is found again by an exhaustive
+# replay (every other config is "not recorded").
+"$AT" gemm --m 21 --n 13 --k 9 --budget 3 --db "$work/db-tiny" --json >"$work/tiny.json" 2>"$work/err" &&
+  "$AT" gemm --m 21 --n 13 --k 9 --strategy exhaustive --replay "$work/db-tiny" --db "$work/db-replay" \
+    --json >"$work/tiny-replay.json" 2>>"$work/err"
+python3 - "$work/tiny.json" "$work/tiny-replay.json" <<'PY' && ok "exhaustive replay of a 3-candidate run: same best" ||
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["best"]["config"] == b["best"]["config"] and a["best"]["time_us"] == b["best"]["time_us"], (a, b)
+assert b["candidates"]["evaluated"] == b["candidates"]["space"] and b["candidates"]["measured"] == 0, b
+PY
+  bad "tiny replay: $(cat "$work/tiny.json" "$work/tiny-replay.json" "$work/err")"
 [ ! -e "$work/db-replay/data.mdb" ] || ! "$AT" db list --table results --db "$work/db-replay" | grep -q . &&
   ok "a replay stores nothing" || bad "a replay stored results"
 AUTOTUNE_TEMPLATE_PATH="$tpl" expect 2 "has no results for gemm/f32/nn/45x39x18 on device" -- \

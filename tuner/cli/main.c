@@ -72,6 +72,14 @@ typedef struct opt_spec {
         "device", OPT_DEVICE, O(device), 0, 1023                                                   \
     }
 
+/* The search options, shared by `gemm` and `replay`. */
+#define SEARCH_OPTS                                                                                \
+    {"strategy", OPT_STR, O(strategy), 0, 0}, {"budget", OPT_BUDGET, 0, 0, 0},                     \
+        {"seed", OPT_SEED, O(seed), 0, 0},                                                         \
+    {                                                                                              \
+        "no-improve", OPT_INT, O(no_improve), 1, INT64_MAX                                         \
+    }
+
 static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, char **positional,
                       int maxpos, int *npos)
 {
@@ -175,6 +183,19 @@ static int pick(const char *what, const char *val, const char *const *names, int
 static const char *const g_dtypes[] = {"f32", "f16", "bf16", NULL};
 static const char *const g_layouts[] = {"nn", "nt", "tn", "tt", NULL};
 static const char *const g_backends[] = {"auto", "cuda", "hip", "opencl", NULL};
+
+/* Checks the strategy's name and fills the search options of `gemm` and `replay`. */
+static int search_from_opts(const opts *o, at_tune_options *to)
+{
+    int v;
+    if (o->strategy && pick("strategy", o->strategy, at_tune_strategies(), &v)) return EXIT_USAGE;
+    to->strategy = o->strategy;
+    to->max_evals = o->budget_evals;
+    to->max_seconds = o->budget_seconds;
+    to->seed = o->seed;
+    to->no_improve = o->no_improve;
+    return 0;
+}
 
 /* Fills the problem and context options shared by `gemm` and `space gemm`. */
 static int problem_from_opts(const opts *o, at_gemm_problem *p, at_context_options *co)
@@ -288,10 +309,7 @@ static void on_progress(void *user, int64_t done, int64_t budget, double best_us
 static int cmd_gemm(int argc, char **argv)
 {
     static const opt_spec specs[] = {PROBLEM_OPTS,
-                                     {"strategy", OPT_STR, O(strategy), 0, 0},
-                                     {"budget", OPT_BUDGET, 0, 0, 0},
-                                     {"seed", OPT_SEED, O(seed), 0, 0},
-                                     {"no-improve", OPT_INT, O(no_improve), 1, INT64_MAX},
+                                     SEARCH_OPTS,
                                      {"replay", OPT_STR, O(replay), 0, 0},
                                      {"db", OPT_STR, O(db), 0, 0},
                                      {"force", OPT_FLAG, O(force), 0, 0},
@@ -307,10 +325,8 @@ static int cmd_gemm(int argc, char **argv)
     }
     if (!o.have_m) return usage_error("gemm needs --m (1 to %lld)", (long long)DIM_MAX);
     if (!o.have_n) return usage_error("gemm needs --n (1 to %lld)", (long long)DIM_MAX);
-    if (o.strategy) {
-        int v;
-        if (pick("strategy", o.strategy, at_tune_strategies(), &v)) return EXIT_USAGE;
-    }
+    at_tune_options to = {0};
+    if ((rc = search_from_opts(&o, &to))) return rc;
     at_gemm_problem p;
     at_context_options co;
     if ((rc = problem_from_opts(&o, &p, &co))) return rc;
@@ -318,12 +334,6 @@ static int cmd_gemm(int argc, char **argv)
     if ((rc = open_context(&co, &ctx))) return rc;
 
     progress_state ps = {isatty(2)};
-    at_tune_options to = {0};
-    to.strategy = o.strategy;
-    to.max_evals = o.budget_evals;
-    to.max_seconds = o.budget_seconds;
-    to.seed = o.seed;
-    to.no_improve = o.no_improve;
     to.replay_db = o.replay;
     to.force = o.force;
     to.progress = on_progress;
@@ -525,10 +535,7 @@ static const char REPLAY_HELP[] =
 
 static int cmd_replay(int argc, char **argv)
 {
-    static const opt_spec specs[] = {{"strategy", OPT_STR, O(strategy), 0, 0},
-                                     {"budget", OPT_BUDGET, 0, 0, 0},
-                                     {"seed", OPT_SEED, O(seed), 0, 0},
-                                     {"no-improve", OPT_INT, O(no_improve), 1, INT64_MAX},
+    static const opt_spec specs[] = {SEARCH_OPTS,
                                      {"select", OPT_STR, O(select), 0, 0},
                                      {"json", OPT_FLAG, O(json), 0, 0},
                                      {NULL, 0, 0, 0, 0}};
@@ -543,16 +550,8 @@ static int cmd_replay(int argc, char **argv)
     if (npos != 1)
         return usage_error("replay needs a recorded space: a Kernel Tuner cache file "
                            "or an autotune database");
-    if (o.strategy) {
-        int v;
-        if (pick("strategy", o.strategy, at_tune_strategies(), &v)) return EXIT_USAGE;
-    }
     at_tune_options to = {0};
-    to.strategy = o.strategy;
-    to.max_evals = o.budget_evals;
-    to.max_seconds = o.budget_seconds;
-    to.seed = o.seed;
-    to.no_improve = o.no_improve;
+    if ((rc = search_from_opts(&o, &to))) return rc;
     at_replay_report r;
     char why[4096] = "";
     at_status s = at_replay_file(pos[0], o.select, &to, &r, why, sizeof why);
