@@ -411,6 +411,7 @@ static size_t model_next(at_search *s)
     size_t step = m->ntrain / MF_REFIT_DIV;
     if (!m->fitted_at || m->ntrain >= m->fitted_at + (step ? step : 1) || m->next_cand >= m->ncand)
         fit(s, m);
+    if (m->oom) return at_search_fallback(s); /* no memory for the forest: random from here */
     /* Every MF_LOCAL_EVERY-th pick is local: the unmeasured neighbour of highest expected
      * improvement around the best configs so far, where the forest is least sure of a narrow
      * optimum and neighbourhood search is strongest. */

@@ -3,7 +3,8 @@
  * (one proposal at a time, each answered from the file), without reloading the file per seed.
  *   cc -O2 -o sweep sweep.c -I. -Iinclude -Ituner build/libautotune.a -lcjson -lz -llmdb \
  *      -lyaml -lm -ldl -lpthread
- *   ./sweep STRATEGY SEEDS FILE...      (PRIOR=1: the GEMM cost model's prior on CLBlast files)
+ *   ./sweep STRATEGY SEEDS FILE...      (PRIOR=1: the GEMM cost model's prior on CLBlast files;
+ *                                        LOOKAHEAD=L: L proposals outstanding)
  * Prints one summary line per file and a "raw" line with every seed's two counts. */
 #include "search/replay.h"
 #include "tuner/costmodel.h"
@@ -38,8 +39,16 @@ int main(int argc, char **argv){
     for (int sd = 0; sd < nseeds; sd++) {
       at_search_options o = {.strategy = strat, .seed = (uint64_t)sd + 1, .prior = prior};
       at_search *s; if (at_search_create(&sp, &o, &s)) { printf("%s\n", at_errmsg()); return 1; }
-      size_t c; int64_t n = 0; double best = INFINITY; e5[sd] = e1[sd] = NAN;
-      while (at_search_propose(s, 1, &c) == 1) {
+      /* LOOKAHEAD=L keeps L proposals outstanding, as the pipeline's compile queue does:
+       * the oldest is reported before the next is proposed. */
+      size_t la = getenv("LOOKAHEAD") ? (size_t)atoi(getenv("LOOKAHEAD")) : 1, q[256], nq = 0, c;
+      if (la < 1) la = 1;
+      if (la > 256) la = 256;
+      int64_t n = 0; double best = INFINITY; e5[sd] = e1[sd] = NAN;
+      for (;;) {
+        while (nq < la && at_search_propose(s, 1, &c) == 1) q[nq++] = c;
+        if (nq == 0) break;
+        c = q[0]; memmove(q, q + 1, --nq * sizeof q[0]);
         n++; at_search_report(s, c, r->cost[c]);
         if (r->cost[c] < best) best = r->cost[c];
         if (isnan(e5[sd]) && best <= opt * 1.05) e5[sd] = (double)n;
