@@ -537,6 +537,17 @@ static at_status load_db(const char *dir, const char *select, at_recording *r)
 
 /* ---- loading by content ---------------------------------------------------------------- */
 
+/* LMDB's meta page carries its magic 0xBEEFC0DE after the 16-byte page header. */
+static int is_lmdb_file(const char *path)
+{
+    unsigned char head[20];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    return n == sizeof head && head[16] == 0xde && head[17] == 0xc0 && head[18] == 0xef &&
+           head[19] == 0xbe;
+}
+
 at_status at_recording_load(const char *path, const char *select, at_recording **out)
 {
     *out = NULL;
@@ -549,9 +560,16 @@ at_status at_recording_load(const char *path, const char *select, at_recording *
     size_t plen = strlen(path);
     if (S_ISDIR(sb.st_mode)) {
         st = load_db(path, select, r);
-    } else if (plen >= 8 && strcmp(path + plen - 8, "data.mdb") == 0) {
+    } else if (is_lmdb_file(path)) {
+        /* Our database is a directory; its data file names it too. */
+        int named = plen >= 8 && strcmp(path + plen - 8, "data.mdb") == 0 &&
+                    (plen == 8 || path[plen - 9] == '/');
         snprintf(dir, sizeof dir, "%.*s", (int)(plen > 9 ? plen - 9 : 1), plen > 9 ? path : ".");
-        st = load_db(dir, select, r);
+        st = named ? load_db(dir, select, r)
+                   : at_fail(AT_ERR_INVALID_ARG,
+                             "%s is an LMDB file but not an autotune database's data.mdb; give "
+                             "the database directory",
+                             path);
     } else {
         char *text = NULL;
         size_t len = 0;

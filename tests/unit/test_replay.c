@@ -226,6 +226,19 @@ static void test_database(void **state)
     assert_int_equal(at_recording_load(path, "gemm/f32/nn/7", &r), AT_ERR_INVALID_ARG);
     assert_non_null(strstr(at_errmsg(), "has no results starting with 'gemm/f32/nn/7'"));
 
+    /* The data file itself says it is LMDB: the same database. */
+    char file[600];
+    snprintf(file, sizeof file, "%s/data.mdb", path);
+    assert_int_equal(at_recording_load(file, "gemm/f32/nn/9x9x9", &r), AT_OK);
+    assert_int_equal(r->nconfigs, 1);
+    at_recording_free(r);
+    snprintf(file, sizeof file, "%s/copy.mdb", g_dir);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp '%s/data.mdb' '%s'", path, file);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(at_recording_load(file, NULL, &r), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "is an LMDB file but not"));
+
     at_tune_options o = {.strategy = "model", .seed = 3};
     at_replay_report rep;
     assert_int_equal(at_replay_file(path, "gemm/f32/nn/8x8x8", &o, &rep, NULL, 0), AT_OK);
