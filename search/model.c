@@ -30,6 +30,7 @@
 #define MF_SD_FLOOR     1e-3 /* in log time: 0.1 % */
 #define MF_SCORED       4096 /* configs ranked per fit (a window of a larger space) */
 #define MF_KEEP         64   /* best-ranked kept per fit */
+#define MF_PENDING      256  /* pending proposals remembered */
 #define MF_BINS         64   /* a feature with more distinct values is cut at its quantiles */
 
 typedef struct mnode {
@@ -72,6 +73,8 @@ typedef struct model_state {
     size_t *init; /* the initial design, in order */
     size_t next_init;
     int64_t proposals;
+    size_t pending[MF_PENDING]; /* proposed by the model, not reported yet */
+    size_t npending;
     int oom;
 } model_state;
 
@@ -396,7 +399,32 @@ static size_t local_pick(at_search *s, model_state *m)
     return best;
 }
 
+/* 1 if c differs in at most one parameter from a config proposed but not yet reported. */
+static int near_pending(const at_search *s, const model_state *m, size_t c)
+{
+    const size_t np = s->space.nparams;
+    const uint16_t *a = s->space.idx + c * np;
+    for (size_t p = 0; p < m->npending; p++) {
+        const uint16_t *b = s->space.idx + m->pending[p] * np;
+        size_t diff = 0;
+        for (size_t j = 0; j < np && diff < 2; j++) diff += a[j] != b[j];
+        if (diff < 2) return 1;
+    }
+    return 0;
+}
+
+static size_t model_pick(at_search *s);
+
+/* Every proposal is remembered as pending until its report. */
 static size_t model_next(at_search *s)
+{
+    model_state *m = s->impl;
+    size_t c = model_pick(s);
+    if (c != AT_NONE && m->npending < MF_PENDING) m->pending[m->npending++] = c;
+    return c;
+}
+
+static size_t model_pick(at_search *s)
 {
     model_state *m = s->impl;
     m->proposals++;
@@ -419,16 +447,27 @@ static size_t model_next(at_search *s)
         size_t c = local_pick(s, m);
         if (c != AT_NONE) return c;
     }
+    /* With proposals still out (the pipeline's lookahead), the ranking is the last fit's;
+     * skip the ones next to a pending config, whose outcome the next fit will know, so a
+     * batch spreads instead of piling into one spot. */
+    size_t first = AT_NONE;
     while (m->next_cand < m->ncand) {
         size_t c = m->cand[m->next_cand++].c;
-        if (s->state[c] == CFG_NEW) return c;
+        if (s->state[c] != CFG_NEW) continue;
+        if (!near_pending(s, m, c)) return c;
+        if (first == AT_NONE) first = c;
     }
-    return at_search_fallback(s);
+    return first != AT_NONE ? first : at_search_fallback(s);
 }
 
 static void model_report(at_search *s, size_t c, double y)
 {
     model_state *m = s->impl;
+    for (size_t p = 0; p < m->npending; p++)
+        if (m->pending[p] == c) {
+            m->pending[p] = m->pending[--m->npending];
+            break;
+        }
     m->train[m->ntrain++] = c;
     if (isfinite(y)) m->nok++;
 }
