@@ -104,7 +104,7 @@ typedef struct at_gemm_problem {
 #define AT_GET_NO_FALLBACK 2u
 
 typedef struct at_tune_options {
-    const char *strategy; /* "exhaustive" or "random" (default) */
+    const char *strategy; /* one of at_tune_strategies(); NULL: the first, the default */
     int64_t max_evals;    /* 0: the default budget */
     double max_seconds;   /* 0: the default budget */
     uint64_t seed;        /* 0: a fixed default seed */
@@ -118,6 +118,11 @@ typedef struct at_tune_options {
     /* When *cancel becomes non-zero the run stops after the candidate in hand; everything
      * measured so far is in the database and the next run resumes from it. May be NULL. */
     const volatile int *cancel;
+    int64_t no_improve; /* stop after this many evaluations without a better time; 0: off */
+    /* A results database to answer from instead of the device: every proposed config gets its
+     * recorded outcome for this problem, device and template (a config without a record counts
+     * as failed, "not recorded"); nothing is compiled, run or stored. NULL: tune for real. */
+    const char *replay_db;
 } at_tune_options;
 
 typedef struct at_tune_report {
@@ -248,8 +253,45 @@ at_status at_gemm_compile_space(const char *backend, const char *arch, const at_
 at_status at_db_visit(const char *path, const char *table, const char *prefix,
                       int (*visit)(void *user, const char *key, const char *value), void *user,
                       char *why, size_t whylen);
-/* NULL-terminated names of the search strategies at_tune_options.strategy accepts. */
+/* NULL-terminated names of the search strategies at_tune_options.strategy accepts; the first
+ * is the default ("model"). */
 const char *const *at_tune_strategies(void);
+
+/* ---- replay: a tuning run answered from a recorded space ---------------------------------- */
+
+typedef struct at_replay_report {
+    char format[16];      /* "kerneltuner" or "autotune" */
+    char device[256];     /* the device that recorded it, as the file names it */
+    char kernel[256];     /* Kernel Tuner's kernel name, or "problem|device|template hash" */
+    char objective[64];   /* the recorded quantity: "time" (ms), "median_us", "GFLOP/s" ... */
+    int64_t space;        /* configurations in the recording */
+    int64_t space_failed; /* of which recorded as failed */
+    int64_t evaluated;    /* configurations the strategy evaluated */
+    int64_t failed;       /* of which recorded as failed */
+    double optimum;       /* the recording's best objective value */
+    char optimum_config[512];
+    int found;   /* 1 if a configuration that succeeded was evaluated */
+    double best; /* best objective value evaluated */
+    char best_config[512];
+    double simulated_seconds; /* recorded compile + benchmark time of what was evaluated */
+    double seconds;           /* wall time of the replay (the search's own cost) */
+    /* One entry at each improvement: evaluations so far and the best objective value then.
+     * malloc'd; at_replay_report_clear frees them. */
+    size_t ntrajectory;
+    int64_t *trajectory_evals;
+    double *trajectory_best;
+} at_replay_report;
+
+/* Replays a tuning run with opts' strategy, seed and budgets (max_seconds counts the recorded
+ * seconds of the evaluated configurations, not wall time; no budget: until the space is
+ * exhausted) against the recorded space at path: Kernel Tuner cache JSON (plain or .gz) or an
+ * autotune database directory, chosen by content. select picks one space of a database by a
+ * prefix of "problem|device|template hash" (NULL: the database must hold one). Returns
+ * AT_ERR_IO, AT_ERR_INVALID_ARG (malformed file, unknown strategy, selection), AT_ERR_DB*,
+ * AT_ERR_NO_MEMORY, with the detail in *why (may be NULL). */
+at_status at_replay_file(const char *path, const char *select, const at_tune_options *opts,
+                         at_replay_report *report, char *why, size_t whylen);
+void at_replay_report_clear(at_replay_report *report); /* frees the trajectory */
 
 /* The database path used when none is given. malloc'd; free() it. */
 char *at_db_default_location(void);

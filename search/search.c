@@ -1,34 +1,17 @@
-/* search.c — the propose/report loop shared by every strategy, and the strategies themselves:
- * exhaustive (space order) and random (a seeded permutation). Budgets live here, once. */
-#include "search.h"
+/* search.c — the propose/report loop shared by every strategy (budgets, first configs, the
+ * best so far, config lookup and neighbours, live here once) and the simple strategies:
+ * exhaustive (space order), random (a seeded permutation), simulated annealing and a genetic
+ * algorithm over the value-index neighbourhood. The model-based strategy is in model.c. */
+#include "strategy.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { STRAT_EXHAUSTIVE, STRAT_RANDOM } strategy_kind;
+/* ---- random numbers ---------------------------------------------------------------------- */
 
-static const char *const g_strategies[] = {"exhaustive", "random", NULL};
-
-struct at_search {
-    at_search_space space;
-    at_search_options opts;
-    strategy_kind kind;
-    size_t *order; /* the proposal order: a permutation of [0, nconfigs) */
-    size_t next;   /* position in order */
-    unsigned char *proposed;
-    int64_t evaluated;
-    int64_t since_improve;
-    int have_best;
-    size_t best;
-    double best_time;
-    double t0;
-};
-
-const char *const *at_search_strategies(void) { return g_strategies; }
-
-/* splitmix64: small, good enough for shuffling, and identical on every platform. */
-static uint64_t rng_next(uint64_t *state)
+/* splitmix64: small, good enough for search decisions, and identical on every platform. */
+uint64_t at_rng_next(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -36,68 +19,327 @@ static uint64_t rng_next(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static uint64_t rng_below(uint64_t *state, uint64_t n)
+uint64_t at_rng_below(uint64_t *state, uint64_t n)
 {
-    /* Rejection sampling keeps the permutation unbiased. */
+    /* Rejection sampling keeps choices unbiased. */
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t r;
-    do r = rng_next(state);
+    do r = at_rng_next(state);
     while (r >= limit);
     return r % n;
 }
+
+double at_rng_unit(uint64_t *state) { return (double)(at_rng_next(state) >> 11) * 0x1.0p-53; }
+
+/* ---- config lookup and neighbours ---------------------------------------------------------- */
+
+static uint64_t tuple_hash(const uint16_t *idx, size_t np)
+{
+    return at_hash(AT_HASH_SEED, idx, np * sizeof *idx);
+}
+
+size_t at_search_lookup(const at_search *s, const uint16_t *idx)
+{
+    const size_t np = s->space.nparams;
+    for (size_t h = (size_t)tuple_hash(idx, np) & s->table_mask;; h = (h + 1) & s->table_mask) {
+        size_t e = s->table[h];
+        if (e == 0) return AT_NONE;
+        if (memcmp(s->space.idx + (e - 1) * np, idx, np * sizeof *idx) == 0) return e - 1;
+    }
+}
+
+size_t at_search_neighbours(const at_search *s, size_t c, size_t *out)
+{
+    const size_t np = s->space.nparams;
+    uint16_t t[256];
+    if (np > 256) return 0;
+    memcpy(t, s->space.idx + c * np, np * sizeof *t);
+    size_t k = 0;
+    for (size_t j = 0; j < np; j++) {
+        uint16_t v = t[j];
+        if (v > 0) {
+            t[j] = (uint16_t)(v - 1);
+            size_t n = at_search_lookup(s, t);
+            if (n != AT_NONE) out[k++] = n;
+        }
+        if ((size_t)v + 1 < s->space.nvalues[j]) {
+            t[j] = (uint16_t)(v + 1);
+            size_t n = at_search_lookup(s, t);
+            if (n != AT_NONE) out[k++] = n;
+        }
+        t[j] = v;
+    }
+    return k;
+}
+
+size_t at_search_fallback(at_search *s)
+{
+    while (s->next_order < s->space.nconfigs && s->state[s->order[s->next_order]] != CFG_NEW)
+        s->next_order++;
+    return s->next_order < s->space.nconfigs ? s->order[s->next_order++] : AT_NONE;
+}
+
+/* ---- exhaustive and random: the fallback order is the whole strategy --------------------- */
+
+static size_t order_next(at_search *s) { return at_search_fallback(s); }
+
+static const strategy_ops g_exhaustive = {"exhaustive", NULL, order_next, NULL, NULL};
+static const strategy_ops g_random = {"random", NULL, order_next, NULL, NULL};
+
+/* ---- simulated annealing ------------------------------------------------------------------- */
+
+/* A walk over the neighbourhood (one parameter moved to an adjacent value) that accepts a worse
+ * config with probability exp(-Δ/T), Δ in log time, so T is a relative slowdown: T = 0.1
+ * accepts a 10 % slower neighbour about 37 % of the time. T cools geometrically over a run of
+ * SA_RUN evaluations; a run that has not improved its own best for SA_PATIENCE evaluations
+ * restarts, from the best config so far every other time and from a random one otherwise.
+ * Moves onto already measured configs cost nothing, so the walk crosses known ground freely. */
+#define SA_T0       0.15
+#define SA_TMIN     0.005
+#define SA_RUN      150
+#define SA_PATIENCE 40
+
+typedef struct sa_state {
+    int have_cur;
+    size_t cur;
+    double cur_y, run_best;
+    int64_t run_evals, since_run_best, restarts;
+    size_t *nb;
+} sa_state;
+
+static at_status sa_init(at_search *s)
+{
+    sa_state *a = calloc(1, sizeof *a);
+    if (!a) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    a->nb = malloc((2 * s->space.nparams + 1) * sizeof *a->nb);
+    if (!a->nb) {
+        free(a);
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    s->impl = a;
+    return AT_OK;
+}
+
+static void sa_free(at_search *s)
+{
+    sa_state *a = s->impl;
+    if (a) free(a->nb);
+    free(a);
+}
+
+static double sa_temperature(const sa_state *a)
+{
+    double f = (double)a->run_evals / SA_RUN;
+    return SA_T0 * pow(SA_TMIN / SA_T0, f > 1 ? 1 : f);
+}
+
+static void sa_move(at_search *s, sa_state *a, size_t n, double y)
+{
+    if (!isfinite(y)) return;
+    if (!a->have_cur) {
+        a->have_cur = 1, a->cur = n, a->cur_y = y;
+        return;
+    }
+    double d = y - a->cur_y;
+    if (d <= 0 || at_rng_unit(&s->rng) < exp(-d / sa_temperature(a))) a->cur = n, a->cur_y = y;
+}
+
+static void sa_restart(at_search *s, sa_state *a)
+{
+    a->restarts++;
+    a->have_cur = 0;
+    a->run_evals = 0;
+    a->since_run_best = 0;
+    a->run_best = INFINITY;
+    if (s->have_best && a->restarts % 2 == 0) {
+        a->have_cur = 1;
+        a->cur = s->best;
+        a->cur_y = log(s->best_time);
+    }
+}
+
+static size_t sa_next(at_search *s)
+{
+    sa_state *a = s->impl;
+    for (int tries = 0; a->have_cur && tries < 64; tries++) {
+        size_t k = at_search_neighbours(s, a->cur, a->nb);
+        if (k == 0) break;
+        size_t n = a->nb[at_rng_below(&s->rng, k)];
+        if (s->state[n] == CFG_NEW) return n;
+        if (s->state[n] == CFG_REPORTED) sa_move(s, a, n, s->y[n]);
+    }
+    /* Nowhere new to go from here: start again elsewhere. */
+    if (a->have_cur) sa_restart(s, a);
+    return at_search_fallback(s);
+}
+
+static void sa_report(at_search *s, size_t c, double y)
+{
+    sa_state *a = s->impl;
+    sa_move(s, a, c, y);
+    a->run_evals++;
+    if (y < a->run_best) {
+        a->run_best = y;
+        a->since_run_best = 0;
+    } else if (++a->since_run_best >= SA_PATIENCE) {
+        sa_restart(s, a);
+    }
+}
+
+static const strategy_ops g_annealing = {"annealing", sa_init, sa_next, sa_report, sa_free};
+
+/* ---- genetic algorithm --------------------------------------------------------------------- */
+
+/* Steady state: the population is the GA_POP best configs measured so far. A child takes each
+ * parameter from one of two parents picked by binary tournament (uniform crossover), then each
+ * parameter moves to an adjacent value with probability 1/nparams (or to any value, one time in
+ * five). A child that is not in the space or was measured already is bred again, up to
+ * GA_TRIES times, before a random config is taken instead. */
+#define GA_POP   20
+#define GA_TRIES 64
+
+typedef struct ga_state {
+    size_t pop[GA_POP];
+    double popy[GA_POP];
+    size_t npop;
+} ga_state;
+
+static at_status ga_init(at_search *s)
+{
+    s->impl = calloc(1, sizeof(ga_state));
+    return s->impl ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+}
+
+static void ga_free(at_search *s) { free(s->impl); }
+
+static size_t ga_pick(at_search *s, const ga_state *g)
+{
+    size_t a = at_rng_below(&s->rng, g->npop), b = at_rng_below(&s->rng, g->npop);
+    return g->popy[a] <= g->popy[b] ? g->pop[a] : g->pop[b];
+}
+
+static size_t ga_next(at_search *s)
+{
+    ga_state *g = s->impl;
+    const size_t np = s->space.nparams;
+    if (g->npop < 2 || np > 256) return at_search_fallback(s);
+    uint16_t child[256];
+    for (int tries = 0; tries < GA_TRIES; tries++) {
+        const uint16_t *pa = s->space.idx + ga_pick(s, g) * np;
+        const uint16_t *pb = s->space.idx + ga_pick(s, g) * np;
+        for (size_t j = 0; j < np; j++) {
+            child[j] = at_rng_next(&s->rng) & 1 ? pa[j] : pb[j];
+            size_t nv = s->space.nvalues[j];
+            if (nv < 2 || at_rng_below(&s->rng, np) != 0) continue;
+            if (at_rng_below(&s->rng, 5) == 0) {
+                child[j] = (uint16_t)at_rng_below(&s->rng, nv);
+            } else if (child[j] == 0 || (at_rng_next(&s->rng) & 1 && child[j] + 1u < nv)) {
+                child[j]++;
+            } else {
+                child[j]--;
+            }
+        }
+        size_t c = at_search_lookup(s, child);
+        if (c != AT_NONE && s->state[c] == CFG_NEW) return c;
+    }
+    return at_search_fallback(s);
+}
+
+static void ga_report(at_search *s, size_t c, double y)
+{
+    (void)s;
+    ga_state *g = s->impl;
+    if (!isfinite(y)) return;
+    /* Insert into the sorted population, dropping the worst when full. */
+    size_t i = g->npop < GA_POP ? g->npop++ : GA_POP;
+    if (i == GA_POP) {
+        if (y >= g->popy[GA_POP - 1]) return;
+        i = GA_POP - 1;
+    }
+    while (i > 0 && g->popy[i - 1] > y) {
+        g->pop[i] = g->pop[i - 1];
+        g->popy[i] = g->popy[i - 1];
+        i--;
+    }
+    g->pop[i] = c;
+    g->popy[i] = y;
+}
+
+static const strategy_ops g_genetic = {"genetic", ga_init, ga_next, ga_report, ga_free};
+
+/* ---- the shared loop --------------------------------------------------------------------- */
+
+static const strategy_ops *const g_ops[] = {&at_strategy_model, &g_random, &g_exhaustive,
+                                            &g_annealing, &g_genetic};
+#define NSTRATEGIES (sizeof g_ops / sizeof g_ops[0])
+static const char *const g_strategies[] = {"model",     "random",  "exhaustive",
+                                           "annealing", "genetic", NULL};
+
+const char *const *at_search_strategies(void) { return g_strategies; }
 
 at_status at_search_create(const at_search_space *space, const at_search_options *opts,
                            at_search **out)
 {
     *out = NULL;
-    const char *name = opts && opts->strategy ? opts->strategy : "random";
-    strategy_kind kind;
-    if (strcmp(name, "exhaustive") == 0)
-        kind = STRAT_EXHAUSTIVE;
-    else if (strcmp(name, "random") == 0)
-        kind = STRAT_RANDOM;
-    else
-        return at_fail(AT_ERR_INVALID_ARG, "unknown strategy '%s' (known: exhaustive, random)",
+    const char *name = opts && opts->strategy ? opts->strategy : AT_SEARCH_DEFAULT;
+    const strategy_ops *ops = NULL;
+    for (size_t i = 0; i < NSTRATEGIES; i++)
+        if (strcmp(name, g_ops[i]->name) == 0) ops = g_ops[i];
+    if (!ops)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "unknown strategy '%s' (known: model, random, exhaustive, annealing, "
+                       "genetic)",
                        name);
     at_search *s = calloc(1, sizeof *s);
-    size_t n = space->nconfigs;
+    size_t n = space->nconfigs, np = space->nparams;
     if (!s) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    size_t tsize = 16;
+    while (tsize < 2 * n) tsize *= 2;
     s->order = malloc((n ? n : 1) * sizeof *s->order);
-    s->proposed = calloc(n ? n : 1, 1);
-    if (!s->order || !s->proposed) {
+    s->state = calloc(n ? n : 1, 1);
+    s->y = malloc((n ? n : 1) * sizeof *s->y);
+    s->table = calloc(tsize, sizeof *s->table);
+    s->first = malloc((opts && opts->nfirst ? opts->nfirst : 1) * sizeof *s->first);
+    if (!s->order || !s->state || !s->y || !s->table || !s->first) {
         at_search_free(s);
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for a search over %zu configs", n);
     }
     s->space = *space;
     if (opts) s->opts = *opts;
     s->opts.strategy = NULL; /* not owned */
-    s->kind = kind;
+    s->opts.first = NULL;
+    s->ops = ops;
     s->best_time = INFINITY;
     s->t0 = at_now();
-
-    for (size_t i = 0; i < n; i++) s->order[i] = i;
-    if (kind == STRAT_RANDOM) {
-        uint64_t st = s->opts.seed ^ 0x5eed5eed5eed5eedull;
+    s->rng = s->opts.seed ^ 0x5eed5eed5eed5eedull;
+    s->table_mask = tsize - 1;
+    for (size_t i = 0; i < n; i++) {
+        s->order[i] = i;
+        s->y[i] = NAN;
+        const uint16_t *t = space->idx + i * np;
+        size_t h = (size_t)tuple_hash(t, np) & s->table_mask;
+        while (s->table[h]) {
+            if (memcmp(space->idx + (s->table[h] - 1) * np, t, np * sizeof *t) == 0) break;
+            h = (h + 1) & s->table_mask;
+        }
+        if (!s->table[h]) s->table[h] = i + 1; /* a duplicate tuple keeps its first config */
+    }
+    if (ops != &g_exhaustive) {
         for (size_t i = n; i > 1; i--) {
-            size_t j = (size_t)rng_below(&st, i);
+            size_t j = (size_t)at_rng_below(&s->rng, i);
             size_t t = s->order[i - 1];
             s->order[i - 1] = s->order[j];
             s->order[j] = t;
         }
     }
-    /* Move the requested first configurations to the front, in their order. */
-    size_t front = 0;
-    for (size_t f = 0; f < s->opts.nfirst && front < n; f++) {
-        size_t want = s->opts.first[f];
-        for (size_t i = front; i < n; i++) {
-            if (s->order[i] != want) continue;
-            memmove(s->order + front + 1, s->order + front, (i - front) * sizeof *s->order);
-            s->order[front++] = want;
-            break;
-        }
-    }
-    s->opts.first = NULL;
+    for (size_t f = 0; opts && f < opts->nfirst; f++)
+        if (opts->first[f] < n) s->first[s->nfirst++] = opts->first[f];
     s->opts.nfirst = 0;
+    at_status st = ops->init ? ops->init(s) : AT_OK;
+    if (st != AT_OK) {
+        at_search_free(s);
+        return st;
+    }
     *out = s;
     return AT_OK;
 }
@@ -105,8 +347,12 @@ at_status at_search_create(const at_search_space *space, const at_search_options
 void at_search_free(at_search *s)
 {
     if (!s) return;
+    if (s->ops && s->ops->free && s->impl) s->ops->free(s);
     free(s->order);
-    free(s->proposed);
+    free(s->state);
+    free(s->y);
+    free(s->table);
+    free(s->first);
     free(s);
 }
 
@@ -122,7 +368,7 @@ size_t at_search_propose(at_search *s, size_t n, size_t *out)
 {
     if (!budget_left(s)) return 0;
     /* Never propose past the evaluation budget, counting what is still outstanding. */
-    int64_t outstanding = (int64_t)s->next - s->evaluated;
+    int64_t outstanding = s->proposed - s->evaluated;
     if (s->opts.max_evals > 0) {
         int64_t room = s->opts.max_evals - s->evaluated - outstanding;
         if (room <= 0) return 0;
@@ -135,9 +381,19 @@ size_t at_search_propose(at_search *s, size_t n, size_t *out)
         if ((int64_t)n > room) n = (size_t)room;
     }
     size_t k = 0;
-    while (k < n && s->next < s->space.nconfigs) {
-        size_t c = s->order[s->next++];
-        s->proposed[c] = 1; /* 1: proposed, 2: reported */
+    while (k < n) {
+        size_t c = AT_NONE;
+        while (s->next_first < s->nfirst && c == AT_NONE) {
+            size_t f = s->first[s->next_first++];
+            if (s->state[f] == CFG_NEW) c = f;
+        }
+        if (c == AT_NONE) c = s->ops->next(s);
+        /* A strategy with nothing better to offer falls back to the seeded order, so every
+         * strategy covers the whole space when no budget stops it. */
+        if (c == AT_NONE || s->state[c] != CFG_NEW) c = at_search_fallback(s);
+        if (c == AT_NONE) break;
+        s->state[c] = CFG_PROPOSED;
+        s->proposed++;
         out[k++] = c;
     }
     return k;
@@ -145,10 +401,12 @@ size_t at_search_propose(at_search *s, size_t n, size_t *out)
 
 void at_search_report(at_search *s, size_t config, double time)
 {
-    if (config >= s->space.nconfigs || s->proposed[config] == 2) return;
-    s->proposed[config] = 2;
+    if (config >= s->space.nconfigs || s->state[config] != CFG_PROPOSED) return;
+    s->state[config] = CFG_REPORTED;
     s->evaluated++;
-    if (time >= 0 && isfinite(time) && time < s->best_time) {
+    int ok = time >= 0 && isfinite(time);
+    s->y[config] = ok ? log(time > 1e-300 ? time : 1e-300) : INFINITY;
+    if (ok && time < s->best_time) {
         s->best_time = time;
         s->best = config;
         s->have_best = 1;
@@ -156,6 +414,7 @@ void at_search_report(at_search *s, size_t config, double time)
     } else {
         s->since_improve++;
     }
+    if (s->ops->report) s->ops->report(s, config, s->y[config]);
 }
 
 int64_t at_search_evaluated(const at_search *s) { return s->evaluated; }

@@ -15,10 +15,13 @@ typedef struct at_search_space {
     size_t nparams;
     const uint16_t *idx;
     const size_t *nvalues;
+    /* Optional: the numeric value of each parameter value, values[j][v] (NAN where a value is
+     * not a number), so a model can use magnitudes; NULL when unknown. */
+    const double *const *values;
 } at_search_space;
 
 typedef struct at_search_options {
-    const char *strategy; /* "exhaustive", "random"; NULL = "random" */
+    const char *strategy; /* one of at_search_strategies(); NULL = AT_SEARCH_DEFAULT */
     uint64_t seed;        /* same seed, same proposals */
     int64_t max_evals;    /* 0 = no limit */
     double max_seconds;   /* 0 = no limit; wall clock from create */
@@ -26,7 +29,14 @@ typedef struct at_search_options {
     /* Configurations to propose first, in order (e.g. the template's defaults); may be NULL. */
     const size_t *first;
     size_t nfirst;
+    /* Optional: a predicted cost per config (lower is better; any scale, > 0), e.g. from a
+     * problem-specific cost model. The model-based strategy orders its first proposals by it
+     * and uses it as a feature; NULL when there is none. Alive while the search is. */
+    const double *prior;
 } at_search_options;
+
+/* The strategy used when none is named (chosen by the replay benchmark, docs/search.md). */
+#define AT_SEARCH_DEFAULT "model"
 
 typedef struct at_search at_search;
 

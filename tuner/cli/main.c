@@ -42,8 +42,8 @@ static int fail(at_status s, const char *detail)
 typedef struct opts {
     int64_t m, n, k;
     int have_m, have_n, have_k;
-    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch;
-    int64_t limit;
+    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch, *select, *replay;
+    int64_t limit, no_improve;
     int compile;
     int device;
     int64_t budget_evals;
@@ -70,6 +70,14 @@ typedef struct opt_spec {
         {"layout", OPT_STR, O(layout), 0, 0}, {"backend", OPT_STR, O(backend), 0, 0},              \
     {                                                                                              \
         "device", OPT_DEVICE, O(device), 0, 1023                                                   \
+    }
+
+/* The search options, shared by `gemm` and `replay`. */
+#define SEARCH_OPTS                                                                                \
+    {"strategy", OPT_STR, O(strategy), 0, 0}, {"budget", OPT_BUDGET, 0, 0, 0},                     \
+        {"seed", OPT_SEED, O(seed), 0, 0},                                                         \
+    {                                                                                              \
+        "no-improve", OPT_INT, O(no_improve), 1, INT64_MAX                                         \
     }
 
 static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, char **positional,
@@ -176,6 +184,19 @@ static const char *const g_dtypes[] = {"f32", "f16", "bf16", NULL};
 static const char *const g_layouts[] = {"nn", "nt", "tn", "tt", NULL};
 static const char *const g_backends[] = {"auto", "cuda", "hip", "opencl", NULL};
 
+/* Checks the strategy's name and fills the search options of `gemm` and `replay`. */
+static int search_from_opts(const opts *o, at_tune_options *to)
+{
+    int v;
+    if (o->strategy && pick("strategy", o->strategy, at_tune_strategies(), &v)) return EXIT_USAGE;
+    to->strategy = o->strategy;
+    to->max_evals = o->budget_evals;
+    to->max_seconds = o->budget_seconds;
+    to->seed = o->seed;
+    to->no_improve = o->no_improve;
+    return 0;
+}
+
 /* Fills the problem and context options shared by `gemm` and `space gemm`. */
 static int problem_from_opts(const opts *o, at_gemm_problem *p, at_context_options *co)
 {
@@ -244,10 +265,15 @@ static const char GEMM_HELP[] =
     "  --backend auto|cuda|hip|opencl   (default auto: GPU first, OpenCL last;\n"
     "                        AUTOTUNE_BACKEND sets the default)\n"
     "  --device I            device index within the backend (default 0)\n"
-    "  --strategy NAME       exhaustive | random (default random)\n"
-    "  --budget N|Ns         stop after N evaluations or N seconds (default: random 60s,\n"
-    "                        exhaustive the whole space)\n"
-    "  --seed S              seed of the random strategies (default 1)\n"
+    "  --strategy NAME       model | random | exhaustive | annealing | genetic (default model:\n"
+    "                        a cost model refined online by a random forest; docs/search.md)\n"
+    "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
+    "                        the whole space)\n"
+    "  --seed S              seed of the search strategy (default 1)\n"
+    "  --no-improve N        stop after N evaluations without a better time\n"
+    "  --replay DB           answer every candidate from DB's recorded results for this\n"
+    "                        problem, device and template instead of running it (a candidate\n"
+    "                        without a record counts as failed); nothing is stored\n"
     "  --db PATH             database directory (default $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune,\n"
     "                        ~/.cache/autotune)\n"
     "  --force               measure again even if the database has results\n"
@@ -283,9 +309,8 @@ static void on_progress(void *user, int64_t done, int64_t budget, double best_us
 static int cmd_gemm(int argc, char **argv)
 {
     static const opt_spec specs[] = {PROBLEM_OPTS,
-                                     {"strategy", OPT_STR, O(strategy), 0, 0},
-                                     {"budget", OPT_BUDGET, 0, 0, 0},
-                                     {"seed", OPT_SEED, O(seed), 0, 0},
+                                     SEARCH_OPTS,
+                                     {"replay", OPT_STR, O(replay), 0, 0},
                                      {"db", OPT_STR, O(db), 0, 0},
                                      {"force", OPT_FLAG, O(force), 0, 0},
                                      {"json", OPT_FLAG, O(json), 0, 0},
@@ -300,10 +325,8 @@ static int cmd_gemm(int argc, char **argv)
     }
     if (!o.have_m) return usage_error("gemm needs --m (1 to %lld)", (long long)DIM_MAX);
     if (!o.have_n) return usage_error("gemm needs --n (1 to %lld)", (long long)DIM_MAX);
-    if (o.strategy) {
-        int v;
-        if (pick("strategy", o.strategy, at_tune_strategies(), &v)) return EXIT_USAGE;
-    }
+    at_tune_options to = {0};
+    if ((rc = search_from_opts(&o, &to))) return rc;
     at_gemm_problem p;
     at_context_options co;
     if ((rc = problem_from_opts(&o, &p, &co))) return rc;
@@ -311,11 +334,7 @@ static int cmd_gemm(int argc, char **argv)
     if ((rc = open_context(&co, &ctx))) return rc;
 
     progress_state ps = {isatty(2)};
-    at_tune_options to = {0};
-    to.strategy = o.strategy;
-    to.max_evals = o.budget_evals;
-    to.max_seconds = o.budget_seconds;
-    to.seed = o.seed;
+    to.replay_db = o.replay;
     to.force = o.force;
     to.progress = on_progress;
     to.progress_user = &ps;
@@ -487,6 +506,111 @@ static int cmd_space(int argc, char **argv)
     return rc;
 }
 
+/* ---- autotune replay ------------------------------------------------------------------------ */
+
+static const char REPLAY_HELP[] =
+    "usage: autotune replay FILE [--strategy NAME] [--budget N|Ns] [--seed S] [--no-improve N]\n"
+    "                            [--select PREFIX] [--json]\n"
+    "\n"
+    "Replays a tuning run against a recorded space instead of a device: every configuration the\n"
+    "strategy proposes is answered with its recorded time or failure. FILE is a Kernel Tuner\n"
+    "cache file (JSON, plain or .gz) or an autotune database directory; the format is read\n"
+    "from the content. Prints the recording's optimum, the best found, and the number of\n"
+    "evaluations at each improvement (the trajectory).\n"
+    "\n"
+    "  --strategy NAME   model | random | exhaustive | annealing | genetic (default model;\n"
+    "                    docs/search.md says how each works)\n"
+    "  --budget N|Ns     stop after N evaluations, or after N recorded seconds (the compile and\n"
+    "                    benchmark time the recording says those evaluations took); default:\n"
+    "                    until the whole space is evaluated\n"
+    "  --seed S          seed of the strategy (default 1)\n"
+    "  --no-improve N    stop after N evaluations without a better time\n"
+    "  --select PREFIX   for a database holding several spaces: a prefix of\n"
+    "                    'problem|device|template hash' choosing one\n"
+    "  --json            one JSON object: space, optimum_time, evaluated, best {config, time},\n"
+    "                    trajectory [[evaluations, best_time_so_far], ...]\n"
+    "\n"
+    "Exit status: 0 success, 2 bad usage or input (unreadable or malformed file), 1 runtime\n"
+    "failure.\n";
+
+static int cmd_replay(int argc, char **argv)
+{
+    static const opt_spec specs[] = {SEARCH_OPTS,
+                                     {"select", OPT_STR, O(select), 0, 0},
+                                     {"json", OPT_FLAG, O(json), 0, 0},
+                                     {NULL, 0, 0, 0, 0}};
+    opts o = {0};
+    char *pos[1];
+    int npos, rc = parse_opts(argc, argv, specs, &o, pos, 1, &npos);
+    if (rc) return rc;
+    if (o.help) {
+        fputs(REPLAY_HELP, stdout);
+        return 0;
+    }
+    if (npos != 1)
+        return usage_error("replay needs a recorded space: a Kernel Tuner cache file "
+                           "or an autotune database");
+    at_tune_options to = {0};
+    if ((rc = search_from_opts(&o, &to))) return rc;
+    at_replay_report r;
+    char why[4096] = "";
+    at_status s = at_replay_file(pos[0], o.select, &to, &r, why, sizeof why);
+    if (s == AT_ERR_IO || s == AT_ERR_DB || s == AT_ERR_DB_CORRUPT || s == AT_ERR_DB_VERSION) {
+        /* An unreadable recording is bad input to this command. */
+        fail(s, why);
+        return EXIT_USAGE;
+    }
+    if (s != AT_OK) return fail(s, why);
+    const char *strategy = o.strategy ? o.strategy : at_tune_strategies()[0];
+    if (o.json) {
+        printf("{\"file\":");
+        json_str(stdout, pos[0]);
+        printf(",\"format\":\"%s\",\"device\":", r.format);
+        json_str(stdout, r.device);
+        printf(",\"kernel\":");
+        json_str(stdout, r.kernel);
+        printf(",\"objective\":");
+        json_str(stdout, r.objective);
+        printf(",\"strategy\":\"%s\",\"seed\":%" PRIu64 ",\"space\":%" PRId64
+               ",\"space_failed\":%" PRId64 ",\"optimum_time\":%.17g,\"optimum_config\":",
+               strategy, o.seed ? o.seed : 1, r.space, r.space_failed, r.optimum);
+        json_str(stdout, r.optimum_config);
+        printf(",\"evaluated\":%" PRId64 ",\"failed\":%" PRId64 ",\"best\":", r.evaluated,
+               r.failed);
+        if (r.found) {
+            printf("{\"config\":");
+            json_str(stdout, r.best_config);
+            printf(",\"time\":%.17g}", r.best);
+        } else {
+            printf("null");
+        }
+        printf(",\"simulated_seconds\":%.3f,\"seconds\":%.4f,\"trajectory\":[", r.simulated_seconds,
+               r.seconds);
+        for (size_t i = 0; i < r.ntrajectory; i++)
+            printf("%s[%" PRId64 ",%.17g]", i ? "," : "", r.trajectory_evals[i],
+                   r.trajectory_best[i]);
+        printf("]}\n");
+    } else {
+        printf("replay of %s (%s%s%s, %s) with %s, seed %" PRIu64 "\n", pos[0], r.format,
+               r.device[0] ? ", " : "", r.device, r.kernel, strategy, o.seed ? o.seed : 1);
+        printf("  space       %" PRId64 " configurations (%" PRId64 " failed when recorded)\n",
+               r.space, r.space_failed);
+        printf("  optimum     %.6g %s  %s\n", r.optimum, r.objective, r.optimum_config);
+        if (r.found)
+            printf("  best found  %.6g %s  %s  (%.2f%% of the optimum's %s)\n", r.best, r.objective,
+                   r.best_config, 100.0 * r.best / r.optimum, r.objective);
+        else
+            printf("  best found  none (every evaluated configuration failed)\n");
+        printf("  evaluated   %" PRId64 " (%" PRId64 " failed), %.1f recorded seconds\n",
+               r.evaluated, r.failed, r.simulated_seconds);
+        printf("  improvements at evaluations:");
+        for (size_t i = 0; i < r.ntrajectory; i++) printf(" %" PRId64, r.trajectory_evals[i]);
+        printf("\n");
+    }
+    at_replay_report_clear(&r);
+    return 0;
+}
+
 /* ---- autotune devices ---------------------------------------------------------------------- */
 
 static int cmd_devices(int argc, char **argv)
@@ -610,6 +734,7 @@ static const char MAIN_HELP[] =
     "  space     count and list a template's tuning space: autotune space gemm\n"
     "  devices   list backends and devices, and why a backend is unavailable\n"
     "  db        list or show the database's entries\n"
+    "  replay    replay a search on a recorded space: autotune replay space.json.gz\n"
     "  version   print the version\n";
 
 int main(int argc, char **argv)
@@ -630,7 +755,11 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"gemm", cmd_gemm}, {"space", cmd_space}, {"devices", cmd_devices}, {"db", cmd_db}};
+    } cmds[] = {{"gemm", cmd_gemm},
+                {"space", cmd_space},
+                {"devices", cmd_devices},
+                {"db", cmd_db},
+                {"replay", cmd_replay}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0) continue;
         static char name[64];

@@ -1,0 +1,690 @@
+/* replay.c — the replay device: loads a recorded space (Kernel Tuner cache JSON, plain or
+ * gzip'd, or our LMDB results database) into a table config → (status, time) and replays a
+ * tuning run against it, so strategies are compared offline (Kernel Tuner's simulation mode). */
+#define _POSIX_C_SOURCE 200809L
+#include "replay.h"
+
+#include "../cache/db.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#define MAX_VALUES 65535 /* value indices are uint16_t */
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+void at_recording_free(at_recording *r)
+{
+    if (!r) return;
+    for (size_t j = 0; j < r->nparams; j++) {
+        for (size_t v = 0; r->values && r->values[j] && v < r->nvalues[j]; v++)
+            free(r->values[j][v]);
+        if (r->values) free(r->values[j]);
+        if (r->numeric) free(r->numeric[j]);
+        if (r->names) free(r->names[j]);
+    }
+    for (size_t i = 0; r->status && i < r->nconfigs; i++) free(r->status[i]);
+    free(r->names);
+    free(r->nvalues);
+    free(r->values);
+    free(r->numeric);
+    free(r->idx);
+    free(r->value);
+    free(r->cost);
+    free(r->eval_s);
+    free(r->status);
+    free(r);
+}
+
+void at_recording_config(const at_recording *r, size_t i, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    for (size_t j = 0; j < r->nparams && used < len; j++) {
+        int n = snprintf(buf + used, len - used, "%s%s=%s", j ? "," : "", r->names[j],
+                         r->values[j][r->idx[i * r->nparams + j]]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+at_search_space at_recording_space(const at_recording *r)
+{
+    at_search_space s = {r->nconfigs, r->nparams, r->idx, r->nvalues,
+                         (const double *const *)r->numeric};
+    return s;
+}
+
+static at_status oom(void) { return at_fail(AT_ERR_NO_MEMORY, "out of memory"); }
+
+/* Allocates the per-parameter arrays for nparams parameters and the per-config arrays for up to
+ * cap configurations. */
+static at_status table_alloc(at_recording *r, size_t nparams, size_t cap)
+{
+    r->nparams = nparams;
+    r->names = calloc(nparams ? nparams : 1, sizeof *r->names);
+    r->nvalues = calloc(nparams ? nparams : 1, sizeof *r->nvalues);
+    r->values = calloc(nparams ? nparams : 1, sizeof *r->values);
+    r->numeric = calloc(nparams ? nparams : 1, sizeof *r->numeric);
+    cap = cap ? cap : 1;
+    r->idx = calloc(cap * (nparams ? nparams : 1), sizeof *r->idx);
+    r->value = calloc(cap, sizeof *r->value);
+    r->cost = calloc(cap, sizeof *r->cost);
+    r->eval_s = calloc(cap, sizeof *r->eval_s);
+    r->status = calloc(cap, sizeof *r->status);
+    if (!r->names || !r->nvalues || !r->values || !r->numeric || !r->idx || !r->value || !r->cost ||
+        !r->eval_s || !r->status)
+        return oom();
+    return AT_OK;
+}
+
+/* A number written back as text the way Python prints it for integers ("64"), else %.17g
+ * trimmed to the shortest form that reads back the same. */
+static void number_text(double x, char *buf, size_t len)
+{
+    if (x == floor(x) && fabs(x) < 1e15) {
+        snprintf(buf, len, "%.0f", x);
+        return;
+    }
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
+static double parse_number(const char *s)
+{
+    char *end = NULL;
+    double x = strtod(s, &end);
+    return end != s && *end == '\0' ? x : NAN;
+}
+
+/* Records the outcome of configuration i. */
+static void set_outcome(at_recording *r, size_t i, double value, double eval_s, char *status)
+{
+    r->status[i] = status;
+    r->eval_s[i] = eval_s > 0 && isfinite(eval_s) ? eval_s : 0;
+    if (status || !(value > 0) || !isfinite(value)) {
+        r->value[i] = NAN;
+        r->cost[i] = INFINITY;
+        r->nfailed++;
+        return;
+    }
+    r->value[i] = value;
+    r->cost[i] = r->higher_better ? 1.0 / value : value;
+    if (!r->have_optimum || r->cost[i] < r->cost[r->optimum]) {
+        r->have_optimum = 1;
+        r->optimum = i;
+    }
+}
+
+/* ---- Kernel Tuner cache JSON --------------------------------------------------------------- */
+
+/* Reads a whole file, gunzipping it when it is gzip'd (zlib reads plain files unchanged). */
+static at_status read_maybe_gz(const char *path, char **out, size_t *outlen)
+{
+    *out = NULL;
+    gzFile f = gzopen(path, "rb");
+    if (!f) return at_fail(AT_ERR_IO, "cannot open %s", path);
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    at_status st = AT_OK;
+    for (;;) {
+        if (!buf) {
+            st = oom();
+            break;
+        }
+        if (cap - len < (1 << 16)) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                st = oom();
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        int n = gzread(f, buf + len, (unsigned)(cap - len - 1));
+        if (n < 0) {
+            int errnum = 0;
+            st = at_fail(AT_ERR_IO, "cannot read %s: %s", path, gzerror(f, &errnum));
+            break;
+        }
+        if (n == 0) break;
+        len += (size_t)n;
+    }
+    gzclose(f);
+    if (st != AT_OK) {
+        free(buf);
+        return st;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *outlen = len;
+    return AT_OK;
+}
+
+static int json_number_of(const cJSON *v, double *out)
+{
+    if (cJSON_IsNumber(v)) {
+        *out = v->valuedouble;
+        return 1;
+    }
+    if (cJSON_IsBool(v)) {
+        *out = cJSON_IsTrue(v) ? 1 : 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* The index of a record's value among parameter j's values; -1 if it is not one of them. */
+static int value_index(const at_recording *r, size_t j, const cJSON *v, const char *text)
+{
+    double x;
+    int isnum = v ? json_number_of(v, &x) : 0;
+    if (!v && text) {
+        x = parse_number(text);
+        isnum = !isnan(x);
+    }
+    const char *s = v && cJSON_IsString(v) ? v->valuestring : text;
+    for (size_t k = 0; k < r->nvalues[j]; k++) {
+        if (isnum && r->numeric[j][k] == x) return (int)k;
+        if (!isnum && s && strcmp(r->values[j][k], s) == 0) return (int)k;
+    }
+    return -1;
+}
+
+/* Python's repr-ish objective names that mean "higher is better". */
+static int rate_objective(const char *name)
+{
+    return strstr(name, "/s") != NULL || strstr(name, "FLOP") != NULL ||
+           strstr(name, "flops") != NULL;
+}
+
+static at_status kt_fail(const char *path, const char *what)
+{
+    return at_fail(AT_ERR_INVALID_ARG, "%s is not a Kernel Tuner cache file: %s", path, what);
+}
+
+static at_status load_kt(const char *path, const char *text, at_recording *r)
+{
+    cJSON *root = cJSON_Parse(text);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = at && at >= text ? (size_t)(at - text) : 0;
+        return at_fail(AT_ERR_INVALID_ARG, "%s: malformed JSON near byte %zu", path, off);
+    }
+    at_status st = AT_OK;
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(root, "tune_params_keys");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "tune_params");
+    const cJSON *cache = cJSON_GetObjectItemCaseSensitive(root, "cache");
+    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "objective");
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device_name");
+    const cJSON *kern = cJSON_GetObjectItemCaseSensitive(root, "kernel_name");
+    if (!cJSON_IsArray(keys) || cJSON_GetArraySize(keys) == 0)
+        st = kt_fail(path, "no \"tune_params_keys\" list");
+    else if (!cJSON_IsObject(params))
+        st = kt_fail(path, "no \"tune_params\" object");
+    else if (!cJSON_IsObject(cache))
+        st = kt_fail(path, "no \"cache\" object");
+    if (st != AT_OK) {
+        cJSON_Delete(root);
+        return st;
+    }
+    snprintf(r->format, sizeof r->format, "kerneltuner");
+    snprintf(r->device, sizeof r->device, "%s", cJSON_IsString(dev) ? dev->valuestring : "");
+    snprintf(r->kernel, sizeof r->kernel, "%s", cJSON_IsString(kern) ? kern->valuestring : "");
+    snprintf(r->objective, sizeof r->objective, "%s",
+             cJSON_IsString(obj) ? obj->valuestring : "time");
+    r->higher_better = rate_objective(r->objective);
+
+    size_t np = (size_t)cJSON_GetArraySize(keys), ncache = (size_t)cJSON_GetArraySize(cache);
+    st = table_alloc(r, np, ncache);
+    for (size_t j = 0; st == AT_OK && j < np; j++) {
+        const cJSON *name = cJSON_GetArrayItem(keys, (int)j);
+        if (!cJSON_IsString(name)) {
+            st = kt_fail(path, "a \"tune_params_keys\" entry is not a string");
+            break;
+        }
+        const cJSON *vals = cJSON_GetObjectItemCaseSensitive(params, name->valuestring);
+        size_t nv = cJSON_IsArray(vals) ? (size_t)cJSON_GetArraySize(vals) : 0;
+        if (nv == 0 || nv > MAX_VALUES) {
+            st = at_fail(AT_ERR_INVALID_ARG,
+                         "%s: parameter %s has %zu values in \"tune_params\" (1 to %d expected)",
+                         path, name->valuestring, nv, MAX_VALUES);
+            break;
+        }
+        r->names[j] = at_strdup(name->valuestring);
+        r->values[j] = calloc(nv, sizeof *r->values[j]);
+        r->numeric[j] = calloc(nv, sizeof *r->numeric[j]);
+        if (!r->names[j] || !r->values[j] || !r->numeric[j]) {
+            st = oom();
+            break;
+        }
+        r->nvalues[j] = nv;
+        for (size_t k = 0; k < nv; k++) {
+            const cJSON *v = cJSON_GetArrayItem(vals, (int)k);
+            char buf[64];
+            double x;
+            if (json_number_of(v, &x)) {
+                number_text(x, buf, sizeof buf);
+                r->numeric[j][k] = x;
+            } else if (cJSON_IsString(v)) {
+                snprintf(buf, sizeof buf, "%s", v->valuestring);
+                r->numeric[j][k] = parse_number(v->valuestring);
+            } else {
+                st = at_fail(AT_ERR_INVALID_ARG,
+                             "%s: a value of parameter %s is not a number "
+                             "or a string",
+                             path, name->valuestring);
+                break;
+            }
+            r->values[j][k] = at_strdup(cJSON_IsString(v) ? v->valuestring : buf);
+            if (!r->values[j][k]) {
+                st = oom();
+                break;
+            }
+        }
+    }
+
+    size_t n = 0;
+    const cJSON *rec;
+    cJSON_ArrayForEach(rec, cache)
+    {
+        if (st != AT_OK) break;
+        if (!cJSON_IsObject(rec)) {
+            st = at_fail(AT_ERR_INVALID_ARG, "%s: cache entry \"%s\" is not an object", path,
+                         rec->string ? rec->string : "?");
+            break;
+        }
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, r->objective);
+        /* InvalidConfig: the configuration breaks the kernel's restrictions; it is not part of
+         * the space a tuner would search. */
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "InvalidConfig") == 0) continue;
+        /* The configuration: each parameter's field, else the comma-joined key. */
+        char *keycopy = at_strdup(rec->string ? rec->string : "");
+        char *parts[256];
+        size_t nparts = 0;
+        for (char *p = keycopy, *save = NULL, *tok; keycopy && nparts < 256;) {
+            tok = strtok_r(p, ",", &save);
+            p = NULL;
+            if (!tok) break;
+            parts[nparts++] = tok;
+        }
+        for (size_t j = 0; j < np; j++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, r->names[j]);
+            const char *text = !v && nparts == np ? parts[j] : NULL;
+            int k = v || text ? value_index(r, j, v, text) : -1;
+            if (k < 0) {
+                st = at_fail(AT_ERR_INVALID_ARG,
+                             "%s: cache entry \"%s\": parameter %s is missing or not one of "
+                             "its \"tune_params\" values",
+                             path, rec->string ? rec->string : "?", r->names[j]);
+                break;
+            }
+            r->idx[n * np + j] = (uint16_t)k;
+        }
+        free(keycopy);
+        if (st != AT_OK) break;
+        double value = NAN, secs = 0, x;
+        char *status = NULL;
+        if (cJSON_IsNumber(t)) {
+            value = t->valuedouble;
+            if (!(value > 0)) status = at_strdup("NonPositiveValue");
+        } else {
+            status = at_strdup(cJSON_IsString(t) ? t->valuestring : "NoObjective");
+        }
+        /* Kernel Tuner records these in milliseconds. */
+        static const char *const cost_fields[] = {"compile_time", "verification_time",
+                                                  "benchmark_time"};
+        for (size_t f = 0; f < 3; f++)
+            if (json_number_of(cJSON_GetObjectItemCaseSensitive(rec, cost_fields[f]), &x) && x > 0)
+                secs += x / 1e3;
+        set_outcome(r, n, value, secs, status);
+        n++;
+    }
+    r->nconfigs = n;
+    cJSON_Delete(root);
+    if (st == AT_OK && n == 0) st = kt_fail(path, "its cache holds no configuration");
+    return st;
+}
+
+/* ---- our results database -------------------------------------------------------------- */
+
+typedef struct key_list {
+    char **keys;
+    size_t n, cap;
+    int oom;
+} key_list;
+
+static int collect_key(void *user, const char *key, const char *value)
+{
+    (void)value;
+    key_list *l = user;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        char **nk = realloc(l->keys, cap * sizeof *nk);
+        if (!nk) {
+            l->oom = 1;
+            return 1;
+        }
+        l->keys = nk;
+        l->cap = cap;
+    }
+    l->keys[l->n] = at_strdup(key);
+    if (!l->keys[l->n]) {
+        l->oom = 1;
+        return 1;
+    }
+    l->n++;
+    return 0;
+}
+
+/* Length of "problem|device|hash|" at the start of a results key; 0 if malformed. */
+static size_t space_prefix_len(const char *key)
+{
+    const char *p = key;
+    for (int bars = 0; *p; p++)
+        if (*p == '|' && ++bars == 3) return (size_t)(p - key) + 1;
+    return 0;
+}
+
+/* Adds a value to parameter j (keeping first-seen order for now); returns its index. */
+static int add_value(at_recording *r, size_t j, const char *text, size_t *cap)
+{
+    for (size_t k = 0; k < r->nvalues[j]; k++)
+        if (strcmp(r->values[j][k], text) == 0) return (int)k;
+    if (r->nvalues[j] >= MAX_VALUES) return -1;
+    if (r->nvalues[j] == cap[j]) {
+        size_t nc = cap[j] ? cap[j] * 2 : 8;
+        char **nv = realloc(r->values[j], nc * sizeof *nv);
+        if (!nv) return -1;
+        r->values[j] = nv;
+        cap[j] = nc;
+    }
+    r->values[j][r->nvalues[j]] = at_strdup(text);
+    if (!r->values[j][r->nvalues[j]]) return -1;
+    return (int)r->nvalues[j]++;
+}
+
+/* Sorts parameter j's values (numerically where all are numbers) and remaps the indices, so
+ * "adjacent value" means what it should to the neighbourhood strategies. */
+static at_status sort_values(at_recording *r, size_t j)
+{
+    size_t nv = r->nvalues[j];
+    double *num = malloc(nv * sizeof *num);
+    size_t *order = malloc(nv * sizeof *order), *rank = malloc(nv * sizeof *rank);
+    char **vals = malloc(nv * sizeof *vals);
+    if (!num || !order || !rank || !vals) {
+        free(num), free(order), free(rank), free(vals);
+        return oom();
+    }
+    int allnum = 1;
+    for (size_t k = 0; k < nv; k++) {
+        num[k] = parse_number(r->values[j][k]);
+        if (isnan(num[k])) allnum = 0;
+        order[k] = k;
+    }
+    /* Insertion sort: value lists are short. */
+    for (size_t a = 1; a < nv; a++) {
+        size_t x = order[a], b = a;
+        while (b > 0 && (allnum ? num[order[b - 1]] > num[x]
+                                : strcmp(r->values[j][order[b - 1]], r->values[j][x]) > 0)) {
+            order[b] = order[b - 1];
+            b--;
+        }
+        order[b] = x;
+    }
+    for (size_t k = 0; k < nv; k++) {
+        rank[order[k]] = k;
+        vals[k] = r->values[j][order[k]];
+        r->numeric[j][k] = num[order[k]];
+    }
+    memcpy(r->values[j], vals, nv * sizeof *vals);
+    for (size_t i = 0; i < r->nconfigs; i++)
+        r->idx[i * r->nparams + j] = (uint16_t)rank[r->idx[i * r->nparams + j]];
+    free(num), free(order), free(rank), free(vals);
+    return AT_OK;
+}
+
+static at_status load_db(const char *dir, const char *select, at_recording *r)
+{
+    at_db *db = NULL;
+    AT_TRY(at_db_open(dir, 1, &db));
+    key_list l = {0};
+    at_status st = at_db_scan(db, "results", select && *select ? select : NULL, collect_key, &l);
+    if (st == AT_OK && l.oom) st = oom();
+    /* One recorded space: every key must share "problem|device|hash|". */
+    size_t plen = l.n ? space_prefix_len(l.keys[0]) : 0;
+    if (st == AT_OK && l.n == 0)
+        st = at_fail(AT_ERR_INVALID_ARG, "the database %s has no results%s%s%s", dir,
+                     select && *select ? " starting with '" : "", select ? select : "",
+                     select && *select ? "'" : "");
+    if (st == AT_OK && plen == 0)
+        st = at_fail(AT_ERR_DB_CORRUPT, "malformed results key '%s' in %s", l.keys[0], dir);
+    for (size_t i = 1; st == AT_OK && i < l.n; i++) {
+        if (strncmp(l.keys[i], l.keys[0], plen) == 0) continue;
+        st = at_fail(AT_ERR_INVALID_ARG,
+                     "the database %s holds more than one recorded space (%.*s and %.*s); "
+                     "select one by a prefix of problem|device|template hash",
+                     dir, (int)(plen - 1), l.keys[0], (int)space_prefix_len(l.keys[i]) - 1,
+                     l.keys[i]);
+    }
+    size_t np = 0;
+    if (st == AT_OK) {
+        snprintf(r->format, sizeof r->format, "autotune");
+        snprintf(r->kernel, sizeof r->kernel, "%.*s", (int)(plen - 1), l.keys[0]);
+        const char *d = strchr(l.keys[0], '|') + 1;
+        snprintf(r->device, sizeof r->device, "%.*s", (int)(strchr(d, '|') - d), d);
+        snprintf(r->objective, sizeof r->objective, "median_us");
+        np = 1;
+        for (const char *c = l.keys[0] + plen; *c; c++) np += *c == ',';
+        st = table_alloc(r, np, l.n);
+    }
+    size_t *cap = calloc(np ? np : 1, sizeof *cap);
+    if (st == AT_OK && !cap) st = oom();
+    for (size_t i = 0; st == AT_OK && i < l.n; i++) {
+        char *cfg = l.keys[i] + plen, *save = NULL;
+        size_t j = 0;
+        for (char *tok = strtok_r(cfg, ",", &save); st == AT_OK && tok;
+             tok = strtok_r(NULL, ",", &save), j++) {
+            char *eq = strchr(tok, '=');
+            if (!eq || j >= np) break;
+            *eq = '\0';
+            if (!r->names[j] && !(r->names[j] = at_strdup(tok))) st = oom();
+            if (st == AT_OK && strcmp(r->names[j], tok) != 0) break;
+            int k = add_value(r, j, eq + 1, cap);
+            if (k < 0)
+                st = oom();
+            else
+                r->idx[i * np + j] = (uint16_t)k;
+        }
+        if (st == AT_OK && j != np)
+            st = at_fail(AT_ERR_DB_CORRUPT,
+                         "results key of %s has a configuration unlike the "
+                         "others",
+                         dir);
+        if (st != AT_OK) break;
+        /* The key text was cut into pieces above; read the record by a rebuilt key. */
+        char key[1024];
+        size_t used = (size_t)snprintf(key, sizeof key, "%.*s", (int)plen, l.keys[0]);
+        for (size_t q = 0; q < np && used < sizeof key; q++)
+            used += (size_t)snprintf(key + used, sizeof key - used, "%s%s=%s", q ? "," : "",
+                                     r->names[q], r->values[q][r->idx[i * np + q]]);
+        at_result_rec rec;
+        st = at_db_get_result(db, key, &rec);
+        if (st != AT_OK) break;
+        r->nconfigs = i + 1;
+        char *status = rec.status == AT_RS_OK ? NULL : at_strdup(at_result_status_name(rec.status));
+        double secs =
+            rec.compile_ms / 1e3 + rec.median_us * (double)(rec.reps ? rec.reps : 1) / 1e6;
+        set_outcome(r, i, rec.median_us, secs, status);
+    }
+    for (size_t j = 0; st == AT_OK && j < np; j++) {
+        r->numeric[j] = calloc(r->nvalues[j], sizeof *r->numeric[j]);
+        st = r->numeric[j] ? sort_values(r, j) : oom();
+    }
+    free(cap);
+    for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
+    free(l.keys);
+    at_db_close(db);
+    return st;
+}
+
+/* ---- loading by content ---------------------------------------------------------------- */
+
+/* LMDB's meta page carries its magic 0xBEEFC0DE after the 16-byte page header. */
+static int is_lmdb_file(const char *path)
+{
+    unsigned char head[20];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    return n == sizeof head && head[16] == 0xde && head[17] == 0xc0 && head[18] == 0xef &&
+           head[19] == 0xbe;
+}
+
+at_status at_recording_load(const char *path, const char *select, at_recording **out)
+{
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return at_fail(AT_ERR_IO, "cannot open %s: no such file", path);
+    at_recording *r = calloc(1, sizeof *r);
+    if (!r) return oom();
+    at_status st;
+    char dir[4096];
+    size_t plen = strlen(path);
+    if (S_ISDIR(sb.st_mode)) {
+        st = load_db(path, select, r);
+    } else if (is_lmdb_file(path)) {
+        /* Our database is a directory; its data file names it too. */
+        int named = plen >= 8 && strcmp(path + plen - 8, "data.mdb") == 0 &&
+                    (plen == 8 || path[plen - 9] == '/');
+        snprintf(dir, sizeof dir, "%.*s", (int)(plen > 9 ? plen - 9 : 1), plen > 9 ? path : ".");
+        st = named ? load_db(dir, select, r)
+                   : at_fail(AT_ERR_INVALID_ARG,
+                             "%s is an LMDB file but not an autotune database's data.mdb; give "
+                             "the database directory",
+                             path);
+    } else {
+        char *text = NULL;
+        size_t len = 0;
+        st = read_maybe_gz(path, &text, &len);
+        const char *p = text;
+        while (st == AT_OK && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+        if (st == AT_OK && *p != '{')
+            st = at_fail(AT_ERR_INVALID_ARG,
+                         "%s is neither Kernel Tuner cache JSON (plain or gzip'd) nor an autotune "
+                         "results database (a directory)",
+                         path);
+        if (st == AT_OK) st = load_kt(path, text, r);
+        free(text);
+    }
+    if (st != AT_OK) {
+        at_recording_free(r);
+        return st;
+    }
+    *out = r;
+    return AT_OK;
+}
+
+/* ---- replaying a run ------------------------------------------------------------------- */
+
+void at_replay_report_clear(at_replay_report *rep)
+{
+    if (!rep) return;
+    free(rep->trajectory_evals);
+    free(rep->trajectory_best);
+    rep->trajectory_evals = NULL;
+    rep->trajectory_best = NULL;
+    rep->ntrajectory = 0;
+}
+
+static at_status replay_run(const at_recording *r, const at_tune_options *o, at_replay_report *rep)
+{
+    double t0 = at_now();
+    at_search_space sp = at_recording_space(r);
+    at_search_options so = {.strategy = o->strategy,
+                            .seed = o->seed,
+                            .max_evals = o->max_evals,
+                            .no_improve = o->no_improve};
+    at_search *s = NULL;
+    AT_TRY(at_search_create(&sp, &so, &s));
+    size_t cap = 64;
+    rep->trajectory_evals = malloc(cap * sizeof *rep->trajectory_evals);
+    rep->trajectory_best = malloc(cap * sizeof *rep->trajectory_best);
+    if (!rep->trajectory_evals || !rep->trajectory_best) {
+        at_search_free(s);
+        return oom();
+    }
+    double best_cost = INFINITY;
+    size_t c, best = 0;
+    /* One at a time: each proposal sees every result before it, as on a serial device. */
+    while (at_search_propose(s, 1, &c) == 1) {
+        rep->evaluated++;
+        rep->simulated_seconds += r->eval_s[c];
+        if (r->status[c] || !isfinite(r->cost[c])) rep->failed++;
+        at_search_report(s, c, r->cost[c]);
+        if (r->cost[c] < best_cost) {
+            best_cost = r->cost[c];
+            best = c;
+            if (rep->ntrajectory == cap) {
+                cap *= 2;
+                int64_t *ne = realloc(rep->trajectory_evals, cap * sizeof *ne);
+                if (ne) rep->trajectory_evals = ne;
+                double *nb = realloc(rep->trajectory_best, cap * sizeof *nb);
+                if (nb) rep->trajectory_best = nb;
+                if (!ne || !nb) {
+                    at_search_free(s);
+                    return oom();
+                }
+            }
+            rep->trajectory_evals[rep->ntrajectory] = rep->evaluated;
+            rep->trajectory_best[rep->ntrajectory++] = r->value[c];
+        }
+        if (o->max_seconds > 0 && rep->simulated_seconds >= o->max_seconds) break;
+    }
+    at_search_free(s);
+    if (isfinite(best_cost)) {
+        rep->found = 1;
+        rep->best = r->value[best];
+        at_recording_config(r, best, rep->best_config, sizeof rep->best_config);
+    }
+    rep->seconds = at_now() - t0;
+    return AT_OK;
+}
+
+at_status at_replay_file(const char *path, const char *select, const at_tune_options *opts,
+                         at_replay_report *rep, char *why, size_t whylen)
+{
+    memset(rep, 0, sizeof *rep);
+    at_tune_options o = {0};
+    if (opts) o = *opts;
+    if (!o.seed) o.seed = 1;
+    at_recording *r = NULL;
+    at_status st = path ? at_recording_load(path, select, &r)
+                        : at_fail(AT_ERR_INVALID_ARG, "no recorded space given");
+    if (st == AT_OK) {
+        snprintf(rep->format, sizeof rep->format, "%s", r->format);
+        snprintf(rep->device, sizeof rep->device, "%s", r->device);
+        snprintf(rep->kernel, sizeof rep->kernel, "%s", r->kernel);
+        snprintf(rep->objective, sizeof rep->objective, "%s", r->objective);
+        rep->space = (int64_t)r->nconfigs;
+        rep->space_failed = (int64_t)r->nfailed;
+        if (r->have_optimum) {
+            rep->optimum = r->value[r->optimum];
+            at_recording_config(r, r->optimum, rep->optimum_config, sizeof rep->optimum_config);
+        }
+        st = replay_run(r, &o, rep);
+    }
+    if (st != AT_OK) {
+        at_replay_report_clear(rep);
+        if (why) snprintf(why, whylen, "%s", at_errmsg());
+    }
+    at_recording_free(r);
+    return st;
+}

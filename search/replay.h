@@ -1,0 +1,46 @@
+/* replay.h — recorded spaces (Kernel Tuner cache JSON, our results database) as a table
+ * config → (status, time), and a tuning run replayed against one: the replay device. */
+#ifndef AT_REPLAY_H
+#define AT_REPLAY_H
+
+#include "search.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct at_recording {
+    char format[16];    /* "kerneltuner" or "autotune" */
+    char device[256];   /* the device that measured it ("" if the file does not say) */
+    char kernel[256];   /* kernel name (Kernel Tuner) or "problem|device|template hash" */
+    char objective[64]; /* the recorded quantity: "time" (ms), "median_us", or a KT objective */
+    int higher_better;  /* 1: objective is a rate (GFLOP/s ...): cost = 1 / value */
+    size_t nparams;
+    char **names;     /* [nparams] */
+    size_t *nvalues;  /* [nparams] */
+    char ***values;   /* values[j][v]: the text of each value */
+    double **numeric; /* numeric[j][v]: the number, NAN where a value is not numeric */
+    size_t nconfigs;  /* configurations recorded (the space) */
+    uint16_t *idx;    /* nconfigs * nparams value indices */
+    double *value;    /* the objective as recorded; NAN for a failed configuration */
+    double *cost;     /* what the search sees: lower is better, INFINITY for a failure */
+    double *eval_s;   /* seconds one evaluation took when recorded (compile + benchmark) */
+    char **status;    /* NULL for ok, else the recorded failure ("CompilationFailedConfig") */
+    size_t nfailed;
+    int have_optimum;
+    size_t optimum; /* index of the best configuration */
+} at_recording;
+
+/* Loads a recorded space; the format is chosen by content: gzip (Kernel Tuner JSON inside),
+ * JSON, or an LMDB results database (a directory holding data.mdb, or the file itself). For a
+ * database, select is a prefix of "problem|device|template hash" picking one recorded space
+ * (NULL or "": the database must hold exactly one). AT_ERR_IO (unreadable), AT_ERR_INVALID_ARG
+ * (malformed file, nothing or more than one space selected, with the choices named),
+ * AT_ERR_DB*, AT_ERR_NO_MEMORY. */
+at_status at_recording_load(const char *path, const char *select, at_recording **out);
+void at_recording_free(at_recording *r); /* accepts NULL */
+/* "NAME=value,NAME=value,..." of configuration i. */
+void at_recording_config(const at_recording *r, size_t i, char *buf, size_t len);
+/* The search space view of a recording (pointers into r). */
+at_search_space at_recording_space(const at_recording *r);
+
+#endif
