@@ -77,35 +77,6 @@ static void tb_json_value(tbuf *b, const char *v)
 
 /* ---- the selected results ------------------------------------------------------------------ */
 
-typedef struct {
-    char **keys;
-    size_t n, cap;
-    size_t prefix_len; /* "<problem>|" */
-    int oom;
-} keylist;
-
-static int collect_key(void *user, const char *key, const char *value)
-{
-    (void)value;
-    keylist *l = user;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 256;
-        char **k = realloc(l->keys, cap * sizeof *k);
-        if (!k) {
-            l->oom = 1;
-            return 1;
-        }
-        l->keys = k;
-        l->cap = cap;
-    }
-    if (!(l->keys[l->n] = at_strdup(key))) {
-        l->oom = 1;
-        return 1;
-    }
-    l->n++;
-    return 0;
-}
-
 /* Splits "<problem>|<device>|<hash>|<config>" in place; 0 on success. */
 static int split_key(char *key, char **device, char **hash, char **config)
 {
@@ -298,13 +269,12 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
 {
     if (!problem || !*problem || strchr(problem, '|'))
         return at_fail(AT_ERR_INVALID_ARG, "a problem key is needed, e.g. gemm/f32/nn/256x256x256");
-    keylist l = {0};
+    char **keys = NULL;
+    size_t n = 0;
     char *prefix = device ? at_asprintf("%s|%s|", problem, device) : at_asprintf("%s|", problem);
-    at_status s = prefix ? at_db_scan(db, "results", prefix, collect_key, &l)
+    at_status s = prefix ? at_db_keys(db, "results", prefix, &keys, &n)
                          : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     free(prefix);
-    if (s == AT_OK && l.oom) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    size_t n = l.n;
     char **dev = calloc(n + 1, sizeof *dev), **hash = calloc(n + 1, sizeof *hash);
     char **cfg = calloc(n + 1, sizeof *cfg);
     at_result_rec *recs = calloc(n + 1, sizeof *recs);
@@ -318,11 +288,11 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
     /* Keep the results of the requested template (all when thash is NULL). */
     size_t m = 0;
     for (size_t i = 0; s == AT_OK && i < n; i++) {
-        if (!(full[m] = at_strdup(l.keys[i]))) {
+        if (!(full[m] = at_strdup(keys[i]))) {
             s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
             break;
         }
-        if (split_key(l.keys[i], &dev[m], &hash[m], &cfg[m]) != 0) {
+        if (split_key(keys[i], &dev[m], &hash[m], &cfg[m]) != 0) {
             s = at_fail(AT_ERR_DB_CORRUPT, "malformed results key '%s'", full[m]);
             free(full[m]);
             full[m] = NULL;
@@ -365,9 +335,8 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
         }
     }
     free(b.p);
-    for (size_t i = 0; i < n; i++) free(l.keys[i]);
+    at_db_keys_free(keys, n);
     for (size_t i = 0; i < m && full; i++) free(full[i]);
-    free(l.keys);
     free(dev);
     free(hash);
     free(cfg);
