@@ -104,7 +104,7 @@ typedef struct at_gemm_problem {
 #define AT_GET_NO_FALLBACK 2u
 
 typedef struct at_tune_options {
-    const char *strategy; /* "exhaustive" or "random" (default) */
+    const char *strategy; /* one of at_tune_strategies(); NULL: the first, the default */
     int64_t max_evals;    /* 0: the default budget */
     double max_seconds;   /* 0: the default budget */
     uint64_t seed;        /* 0: a fixed default seed */
@@ -119,6 +119,10 @@ typedef struct at_tune_options {
      * measured so far is in the database and the next run resumes from it. May be NULL. */
     const volatile int *cancel;
     int64_t no_improve; /* stop after this many evaluations without a better time; 0: off */
+    /* A results database to answer from instead of the device: every proposed config gets its
+     * recorded outcome for this problem, device and template (a config without a record counts
+     * as failed, "not recorded"); nothing is compiled, run or stored. NULL: tune for real. */
+    const char *replay_db;
 } at_tune_options;
 
 typedef struct at_tune_report {
@@ -248,7 +252,8 @@ at_status at_gemm_compile_space(const char *backend, const char *arch, const at_
 at_status at_db_visit(const char *path, const char *table, const char *prefix,
                       int (*visit)(void *user, const char *key, const char *value), void *user,
                       char *why, size_t whylen);
-/* NULL-terminated names of the search strategies at_tune_options.strategy accepts. */
+/* NULL-terminated names of the search strategies at_tune_options.strategy accepts; the first
+ * is the default ("model"). */
 const char *const *at_tune_strategies(void);
 
 /* ---- replay: a tuning run answered from a recorded space ---------------------------------- */

@@ -1,8 +1,9 @@
 /* model.c — the model-based strategy: a random forest fitted online to log(time) over the
- * configs' features (parameter values, log2 where they are positive numbers, and the cost
- * model's prediction when there is one), proposing the unmeasured config of highest expected
- * improvement, with a share of random picks. Failed configs are data: they train the forest as
- * slower than anything measured, so it learns where configs fail. */
+ * configs' parameter values (ranked, so log2 or linear scales split alike), its first configs
+ * ordered by the cost model's prediction when there is one, proposing the unmeasured config of highest expected
+ * improvement, with a share of random and of local picks. Failed configs are data: a second
+ * forest learns where configs fail, and a config's expected improvement is weighed by its
+ * chance to run. */
 #include "strategy.h"
 
 #include <math.h>
@@ -11,29 +12,32 @@
 
 /* Hyper-parameters, chosen for robustness rather than for any one space (docs/search.md):
  * a forest as in SMAC (bootstrap, most features per split, deep trees), refitted every time
- * the training set has grown by 1/MF_REFIT_DIV (every report while it is small), with one
- * proposal in MF_RANDOM_EVERY taken at random so a wrong model cannot trap the search. */
-#define MF_TREES        24
+ * the training set has grown by 1/MF_REFIT_DIV (every report while it is small); one proposal
+ * in MF_RANDOM_EVERY is random so a wrong model cannot trap the search, and one in
+ * MF_LOCAL_EVERY is the most promising neighbour of the best configs, where a narrow optimum
+ * hides from a forest that has not split there yet. */
+#define MF_TREES        24   /* regression trees on log(time) of the configs that ran */
+#define MF_CTREES       8    /* classification trees on failed / ran, once something failed */
 #define MF_MAX_DEPTH    24
 #define MF_MIN_SPLIT    3    /* a node with fewer samples is a leaf */
 #define MF_MTRY         0.8  /* share of the features tried at each split */
 #define MF_REFIT_DIV    16
 #define MF_RANDOM_EVERY 10
-#define MF_INIT_MIN     10   /* initial design: random (or prior-ranked) configs ... */
+#define MF_LOCAL_EVERY  3
+#define MF_LOCAL_TOP    5    /* local picks look around the five best configs */
+#define MF_INIT_MIN     10   /* initial design: random (or prior-ranked) configs, ... */
 #define MF_INIT_MAX     30   /* ... 2 per feature within these bounds */
-#define MF_FAIL_PENALTY 0.7  /* a failure trains as exp(0.7) ≈ 2x slower than the slowest */
 #define MF_SD_FLOOR     1e-3 /* in log time: 0.1 % */
+#define MF_SCORED       4096 /* configs ranked per fit (a window of a larger space) */
+#define MF_KEEP         64   /* best-ranked kept per fit */
+#define MF_BINS         64   /* a feature with more distinct values is cut at its quantiles */
 
 typedef struct mnode {
     int32_t feat; /* -1: a leaf */
-    float thr;    /* x <= thr goes left */
+    uint8_t thr;  /* a bin <= thr goes left */
     int32_t left, right;
     float value;
 } mnode;
-
-typedef struct xy {
-    float x, y;
-} xy;
 
 typedef struct scored {
     double score;
@@ -42,18 +46,27 @@ typedef struct scored {
 
 typedef struct model_state {
     size_t nf;
-    float *X; /* nconfigs * nf */
+    uint8_t *X; /* nconfigs * nf: each feature as the rank of its value (its bin) */
+    uint8_t nbins[257];
     mnode *nodes;
     size_t nnodes, cap;
     int32_t roots[MF_TREES];
     size_t *train; /* reported configs, in report order */
     float *ty;     /* their targets */
+    float *fail;   /* 1 where they failed */
+    int32_t *okrows;
+    int32_t croots[MF_CTREES];
     size_t ntrain, nok;
     size_t fitted_at; /* ntrain at the last fit; 0: never */
     scored *cand;     /* unmeasured configs ranked by the last fit */
+    int nct;          /* classification trees in the last fit */
+    double ybest;     /* best log time at the last fit */
+    size_t window;    /* where the next fit's ranking starts in the seeded order */
+    size_t *nb;       /* neighbour scratch */
     size_t ncand, next_cand;
     size_t design; /* size of the initial design */
-    xy *pairs;
+    double hsum[MF_BINS];
+    size_t hcnt[MF_BINS];
     int32_t *tmp;
     size_t ninit;
     size_t *init; /* the initial design, in order */
@@ -70,8 +83,10 @@ static void model_free(at_search *s)
     free(m->nodes);
     free(m->train);
     free(m->ty);
+    free(m->fail);
+    free(m->okrows);
     free(m->cand);
-    free(m->pairs);
+    free(m->nb);
     free(m->tmp);
     free(m->init);
     free(m);
@@ -84,6 +99,23 @@ static int cmp_prior(const void *a, const void *b)
     return (x->c > y->c) - (x->c < y->c);
 }
 
+/* Feature f of every config as its value's rank among the distinct values, at most MF_BINS
+ * ranks (quantiles beyond that). */
+static void rank_feature(model_state *m, size_t f, const double *raw, scored *tmp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) tmp[i].score = raw[i], tmp[i].c = i;
+    qsort(tmp, n, sizeof *tmp, cmp_prior);
+    size_t distinct = 0;
+    for (size_t i = 0; i < n; i++) distinct += i == 0 || tmp[i].score != tmp[i - 1].score;
+    size_t rank = 0, bin = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && tmp[i].score != tmp[i - 1].score) rank++;
+        bin = distinct <= MF_BINS ? rank : rank * MF_BINS / distinct;
+        m->X[tmp[i].c * m->nf + f] = (uint8_t)bin;
+    }
+    m->nbins[f] = (uint8_t)(n ? bin + 1 : 1);
+}
+
 static at_status model_init(at_search *s)
 {
     const size_t n = s->space.nconfigs, np = s->space.nparams;
@@ -92,42 +124,50 @@ static at_status model_init(at_search *s)
     s->impl = m;
     /* Features: every parameter with more than one value, and the prior. */
     size_t feat_of[256], nf = 0;
-    int logscale[256] = {0};
     for (size_t j = 0; j < np && nf < 256; j++) {
-        if (s->space.nvalues[j] < 2) continue;
-        int pos = s->space.values != NULL;
-        for (size_t v = 0; pos && v < s->space.nvalues[j]; v++)
-            if (!(s->space.values[j][v] > 0)) pos = 0;
-        logscale[nf] = pos;
-        feat_of[nf++] = j;
+        if (s->space.nvalues[j] >= 2) feat_of[nf++] = j;
     }
+    /* The prior orders the initial design but is not a feature: as one it made the forest
+     * lean on the cost model's mistakes (docs/search.md has the figures). */
     int use_prior = s->opts.prior != NULL;
-    m->nf = nf + (size_t)use_prior;
+    m->nf = nf;
     if (m->nf == 0) m->nf = 1; /* a space of one value per parameter: a constant feature */
     m->X = calloc((n ? n : 1) * m->nf, sizeof *m->X);
     m->train = malloc((n ? n : 1) * sizeof *m->train);
     m->ty = malloc((n ? n : 1) * sizeof *m->ty);
-    m->cand = malloc((n ? n : 1) * sizeof *m->cand);
-    m->pairs = malloc((n ? n : 1) * sizeof *m->pairs);
+    m->fail = malloc((n ? n : 1) * sizeof *m->fail);
+    m->okrows = malloc((n ? n : 1) * sizeof *m->okrows);
+    m->cand = malloc((n > MF_KEEP ? n : MF_KEEP) * sizeof *m->cand);
+    m->nb = malloc((2 * np + 1) * sizeof *m->nb);
     m->tmp = malloc((n ? n : 1) * sizeof *m->tmp);
     size_t ninit = 2 * m->nf;
     ninit = ninit < MF_INIT_MIN ? MF_INIT_MIN : ninit > MF_INIT_MAX ? MF_INIT_MAX : ninit;
     m->init = malloc(ninit * sizeof *m->init);
-    if (!m->X || !m->train || !m->ty || !m->cand || !m->pairs || !m->tmp || !m->init)
+    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->nb || !m->tmp || !m->init)
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for the model of %zu configs", n);
-    for (size_t i = 0; i < n; i++) {
-        float *x = m->X + i * m->nf;
-        for (size_t f = 0; f < nf; f++) {
-            size_t j = feat_of[f];
-            uint16_t v = s->space.idx[i * np + j];
-            double val = s->space.values ? s->space.values[j][v] : NAN;
-            x[f] = logscale[f] ? (float)log2(val) : isnan(val) ? (float)v : (float)val;
-        }
-        if (use_prior) {
-            double p = s->opts.prior[i];
-            x[nf] = p > 0 && isfinite(p) ? (float)log(p) : 1e30f;
-        }
+    /* Trees only compare, so a feature is its value's rank: by number where the values are
+     * numbers (log2 or not ranks alike), else by index. */
+    double *raw = malloc((n ? n : 1) * sizeof *raw);
+    scored *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!raw || !tmp) {
+        free(raw), free(tmp);
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory for the model of %zu configs", n);
     }
+    for (size_t f = 0; f < m->nf; f++) {
+        for (size_t i = 0; i < n; i++) {
+            double x = 0;
+            if (f < nf) {
+                size_t j = feat_of[f];
+                uint16_t v = s->space.idx[i * np + j];
+                double val = s->space.values ? s->space.values[j][v] : NAN;
+                x = isnan(val) ? (double)v : val;
+            }
+            raw[i] = x;
+        }
+        rank_feature(m, f, raw, tmp, n);
+    }
+    free(raw);
+    free(tmp);
     /* The initial design: with a prior, its best-ranked half and a random half; without, random
      * (the seeded fallback order). */
     if (use_prior && n) {
@@ -159,25 +199,21 @@ static int32_t new_node(model_state *m)
     return (int32_t)m->nnodes++;
 }
 
-static int cmp_xy(const void *a, const void *b)
-{
-    const xy *p = a, *q = b;
-    return (p->x > q->x) - (p->x < q->x);
-}
 
 /* Builds a tree over the training rows sample[0..n) (indices into train/ty); returns its node. */
-static int32_t build(at_search *s, model_state *m, int32_t *sample, size_t n, int depth)
+static int32_t build(at_search *s, model_state *m, const float *ty, int32_t *sample, size_t n,
+                     int depth)
 {
     int32_t id = new_node(m);
     if (id < 0) return -1;
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += m->ty[sample[i]];
+    for (size_t i = 0; i < n; i++) sum += ty[sample[i]];
     mnode leaf = {-1, 0, -1, -1, (float)(sum / (double)n)};
     m->nodes[id] = leaf;
     if (n < MF_MIN_SPLIT || depth >= MF_MAX_DEPTH) return id;
     double best_gain = 1e-12, base = sum * sum / (double)n;
     int best_f = -1;
-    float best_thr = 0;
+    uint8_t best_thr = 0;
     /* A random subset of the features, more only while none of them splits the node. */
     size_t tries = (size_t)ceil(MF_MTRY * (double)m->nf), perm[257];
     for (size_t t = 0; t < m->nf; t++) perm[t] = t;
@@ -185,22 +221,26 @@ static int32_t build(at_search *s, model_state *m, int32_t *sample, size_t n, in
         size_t r = k + (size_t)at_rng_below(&s->rng, m->nf - k), t = perm[r];
         perm[r] = perm[k];
         perm[k] = t;
+        size_t nb = m->nbins[t];
+        memset(m->hsum, 0, nb * sizeof *m->hsum);
+        memset(m->hcnt, 0, nb * sizeof *m->hcnt);
         for (size_t i = 0; i < n; i++) {
-            m->pairs[i].x = m->X[m->train[sample[i]] * m->nf + t];
-            m->pairs[i].y = m->ty[sample[i]];
+            uint8_t b = m->X[m->train[sample[i]] * m->nf + t];
+            m->hsum[b] += ty[sample[i]];
+            m->hcnt[b]++;
         }
-        qsort(m->pairs, n, sizeof *m->pairs, cmp_xy);
-        if (m->pairs[0].x == m->pairs[n - 1].x) continue;
         double left = 0;
-        for (size_t i = 0; i + 1 < n; i++) {
-            left += m->pairs[i].y;
-            if (m->pairs[i].x == m->pairs[i + 1].x) continue;
-            double nl = (double)(i + 1), nr = (double)(n - i - 1), right = sum - left;
+        size_t nleft = 0;
+        for (size_t b = 0; b + 1 < nb; b++) {
+            left += m->hsum[b];
+            nleft += m->hcnt[b];
+            if (!m->hcnt[b] || nleft == n) continue;
+            double nl = (double)nleft, nr = (double)(n - nleft), right = sum - left;
             double gain = left * left / nl + right * right / nr - base;
             if (gain > best_gain) {
                 best_gain = gain;
                 best_f = (int)t;
-                best_thr = 0.5f * (m->pairs[i].x + m->pairs[i + 1].x);
+                best_thr = (uint8_t)b;
             }
         }
     }
@@ -214,8 +254,8 @@ static int32_t build(at_search *s, model_state *m, int32_t *sample, size_t n, in
             sample[i] = t;
         }
     }
-    int32_t l = build(s, m, sample, nl, depth + 1);
-    int32_t r = build(s, m, sample + nl, n - nl, depth + 1);
+    int32_t l = build(s, m, ty, sample, nl, depth + 1);
+    int32_t r = build(s, m, ty, sample + nl, n - nl, depth + 1);
     if (l < 0 || r < 0) return -1;
     m->nodes[id].feat = best_f;
     m->nodes[id].thr = best_thr;
@@ -224,65 +264,136 @@ static int32_t build(at_search *s, model_state *m, int32_t *sample, size_t n, in
     return id;
 }
 
-static float predict_tree(const model_state *m, int32_t node, const float *x)
+static float predict_tree(const model_state *m, int32_t node, const uint8_t *x)
 {
     const mnode *nd = m->nodes;
     while (nd[node].feat >= 0) node = x[nd[node].feat] <= nd[node].thr ? nd[node].left : nd[node].right;
     return nd[node].value;
 }
 
-static int cmp_score_desc(const void *a, const void *b)
-{
-    const scored *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    return (x->c > y->c) - (x->c < y->c);
-}
 
 /* Refits the forest on everything reported and ranks the unmeasured configs by expected
  * improvement over the best log time. */
+/* Expected improvement of config c over the best log time, times the chance it does not
+ * fail, under the last fit: the forest's mean and spread as a normal belief. */
+static double score(const model_state *m, size_t c)
+{
+    const uint8_t *x = m->X + c * m->nf;
+    double sum = 0, sq = 0;
+    for (int t = 0; t < MF_TREES; t++) {
+        double p = predict_tree(m, m->roots[t], x);
+        sum += p;
+        sq += p * p;
+    }
+    double mu = sum / MF_TREES, var = sq / MF_TREES - mu * mu;
+    double sd = sqrt(var > 0 ? var : 0) + MF_SD_FLOOR;
+    double z = (m->ybest - mu) / sd;
+    double ei = (m->ybest - mu) * 0.5 * erfc(-z / sqrt(2.0)) +
+                sd * exp(-0.5 * z * z) / 2.5066282746310002;
+    if (m->nct) {
+        double pf = 0;
+        for (int t = 0; t < m->nct; t++) pf += predict_tree(m, m->croots[t], x);
+        ei *= 1 - pf / m->nct;
+    }
+    return ei;
+}
+
 static void fit(at_search *s, model_state *m)
 {
     size_t n = m->ntrain;
-    double ymax = -INFINITY, ybest = INFINITY;
+    /* Times train the regression forest; failures train only the classifier, since a slow
+     * stand-in value for them would also condemn the good configs beside them. */
+    double ybest = INFINITY;
+    size_t nok = 0;
     for (size_t i = 0; i < n; i++) {
         double y = s->y[m->train[i]];
-        if (isfinite(y) && y > ymax) ymax = y;
+        m->ty[i] = (float)(isfinite(y) ? y : 0);
+        m->fail[i] = isfinite(y) ? 0.0f : 1.0f;
+        if (isfinite(y)) m->okrows[nok++] = (int32_t)i;
         if (y < ybest) ybest = y;
     }
-    for (size_t i = 0; i < n; i++) {
-        double y = s->y[m->train[i]];
-        m->ty[i] = (float)(isfinite(y) ? y : ymax + MF_FAIL_PENALTY);
-    }
+    int classify = nok < n;
     m->nnodes = 0;
     int32_t *sample = m->tmp;
     for (int t = 0; t < MF_TREES; t++) {
-        for (size_t i = 0; i < n; i++) sample[i] = (int32_t)at_rng_below(&s->rng, n);
-        m->roots[t] = build(s, m, sample, n, 0);
+        for (size_t i = 0; i < nok; i++) sample[i] = m->okrows[at_rng_below(&s->rng, nok)];
+        m->roots[t] = build(s, m, m->ty, sample, nok, 0);
         if (m->roots[t] < 0) {
             m->oom = 1;
             return;
         }
     }
-    m->ncand = 0;
-    for (size_t c = 0; c < s->space.nconfigs; c++) {
-        if (s->state[c] != CFG_NEW) continue;
-        const float *x = m->X + c * m->nf;
-        double sum = 0, sq = 0;
-        for (int t = 0; t < MF_TREES; t++) {
-            double p = predict_tree(m, m->roots[t], x);
-            sum += p;
-            sq += p * p;
+    /* Where configs fail: a smaller forest on failed = 1, ok = 0. */
+    int nct = classify ? MF_CTREES : 0;
+    for (int t = 0; t < nct; t++) {
+        for (size_t i = 0; i < n; i++) sample[i] = (int32_t)at_rng_below(&s->rng, n);
+        m->croots[t] = build(s, m, m->fail, sample, n, 0);
+        if (m->croots[t] < 0) {
+            m->oom = 1;
+            return;
         }
-        double mu = sum / MF_TREES, var = sq / MF_TREES - mu * mu;
-        double sd = sqrt(var > 0 ? var : 0) + MF_SD_FLOOR;
-        double z = (ybest - mu) / sd;
-        double ei = (ybest - mu) * 0.5 * erfc(-z / sqrt(2.0)) + sd * exp(-0.5 * z * z) / 2.5066282746310002;
-        m->cand[m->ncand].score = ei;
-        m->cand[m->ncand++].c = c;
     }
-    qsort(m->cand, m->ncand, sizeof *m->cand, cmp_score_desc);
-    m->next_cand = 0;
+    m->nct = nct;
+    m->ybest = ybest;
     m->fitted_at = n;
+    /* Rank a window of the unmeasured configs (all of them in a space up to MF_SCORED; else
+     * the next MF_SCORED of a seeded order, so successive fits sweep the whole space) and keep
+     * the MF_KEEP best by expected improvement. */
+    m->ncand = 0;
+    size_t nconf = s->space.nconfigs, scored_n = 0;
+    for (size_t k = 0; k < nconf && scored_n < MF_SCORED; k++) {
+        size_t c = s->order[m->window];
+        m->window = (m->window + 1) % nconf;
+        if (s->state[c] != CFG_NEW) continue;
+        scored_n++;
+        double ei = score(m, c);
+        if (m->ncand == MF_KEEP && ei <= m->cand[MF_KEEP - 1].score) continue;
+        size_t i = m->ncand < MF_KEEP ? m->ncand++ : MF_KEEP - 1;
+        while (i > 0 && m->cand[i - 1].score < ei) {
+            m->cand[i] = m->cand[i - 1];
+            i--;
+        }
+        m->cand[i].score = ei;
+        m->cand[i].c = c;
+    }
+    m->next_cand = 0;
+}
+
+/* The best unmeasured neighbour (by expected improvement) of the MF_LOCAL_TOP best configs. */
+static size_t local_pick(at_search *s, model_state *m)
+{
+    size_t top[MF_LOCAL_TOP], ntop = 0;
+    double topy[MF_LOCAL_TOP];
+    for (size_t i = 0; i < m->ntrain; i++) {
+        size_t c = m->train[i];
+        double y = s->y[c];
+        if (!isfinite(y)) continue;
+        size_t k = ntop < MF_LOCAL_TOP ? ntop++ : MF_LOCAL_TOP;
+        if (k == MF_LOCAL_TOP) {
+            if (y >= topy[MF_LOCAL_TOP - 1]) continue;
+            k = MF_LOCAL_TOP - 1;
+        }
+        while (k > 0 && topy[k - 1] > y) {
+            top[k] = top[k - 1];
+            topy[k] = topy[k - 1];
+            k--;
+        }
+        top[k] = c;
+        topy[k] = y;
+    }
+    size_t best = AT_NONE;
+    double best_ei = 0;
+    for (size_t t = 0; t < ntop; t++) {
+        size_t k = at_search_neighbours(s, top[t], m->nb);
+        for (size_t i = 0; i < k; i++) {
+            size_t c = m->nb[i];
+            if (s->state[c] != CFG_NEW) continue;
+            double ei = score(m, c);
+            if (best == AT_NONE || ei > best_ei) best = c, best_ei = ei;
+        }
+        if (best != AT_NONE) break;
+    }
+    return best;
 }
 
 static size_t model_next(at_search *s)
@@ -301,6 +412,13 @@ static size_t model_next(at_search *s)
     if (!m->fitted_at || m->ntrain >= m->fitted_at + (step ? step : 1) ||
         m->next_cand >= m->ncand)
         fit(s, m);
+    /* Every MF_LOCAL_EVERY-th pick is local: the unmeasured neighbour of highest expected
+     * improvement around the best configs so far, where the forest is least sure of a narrow
+     * optimum and neighbourhood search is strongest. */
+    if (m->proposals % MF_LOCAL_EVERY == 1) {
+        size_t c = local_pick(s, m);
+        if (c != AT_NONE) return c;
+    }
     while (m->next_cand < m->ncand) {
         size_t c = m->cand[m->next_cand++].c;
         if (s->state[c] == CFG_NEW) return c;

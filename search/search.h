@@ -36,7 +36,7 @@ typedef struct at_search_options {
 } at_search_options;
 
 /* The strategy used when none is named (chosen by the replay benchmark, docs/search.md). */
-#define AT_SEARCH_DEFAULT "random"
+#define AT_SEARCH_DEFAULT "model"
 
 typedef struct at_search at_search;
 

@@ -281,9 +281,9 @@ static at_status default_config(const at_template *t, char *buf, size_t len)
 static void default_tune_options(const at_tune_options *in, at_tune_options *o)
 {
     if (in) *o = *in;
-    const char *strategy = o->strategy ? o->strategy : "random";
-    /* Without a budget, random search stops after a minute; exhaustive runs to the end. */
-    if (o->max_evals <= 0 && o->max_seconds <= 0 && strcmp(strategy, "exhaustive") != 0)
+    /* Without a budget, a search stops after a minute; exhaustive runs to the end. */
+    if (o->max_evals <= 0 && o->max_seconds <= 0 &&
+        (!o->strategy || strcmp(o->strategy, "exhaustive") != 0))
         o->max_seconds = 60;
     if (!o->seed) o->seed = 1;
 }
@@ -306,7 +306,7 @@ at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_
 
     at_best_rec b;
     char config[512] = "";
-    if (!o.force && lookup_best(ctx, p, t, &b)) {
+    if (!o.force && !o.replay_db && lookup_best(ctx, p, t, &b)) {
         /* A cache hit: nothing is compiled, unless the caller wants the kernel and its binary
          * is not in the database. */
         rep->cache_hit = 1;

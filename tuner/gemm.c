@@ -1,6 +1,7 @@
 /* gemm.c — the GEMM problem: validation, database key, CPU reference, and the buffers and
  * correctness check the pipeline uses to test every candidate. */
 #include "tuner.h"
+#include "costmodel.h"
 
 #include <float.h>
 #include <math.h>
@@ -272,6 +273,13 @@ static at_status gemm_bind(at_problem *p, at_space *s)
     return at_gemm_bind(&((gemm_self *)p->self)->g, s);
 }
 
+static at_status gemm_prior(at_problem *p, const at_space *s, const at_device_info *d,
+                            const int64_t *configs, size_t n, double *out)
+{
+    (void)p;
+    return at_gemm_cost_prior(s, d, configs, n, out);
+}
+
 /* Host floats to a device buffer in the problem's element type, and back. */
 static at_status upload(gemm_self *g, at_context *ctx, at_bbuf b, const float *src, size_t n)
 {
@@ -427,6 +435,7 @@ at_status at_gemm_problem_make(const at_gemm_problem *q, at_problem **out)
     p->template_name = "gemm";
     at_gemm_key(q, p->key, sizeof p->key);
     p->bind = gemm_bind;
+    p->prior = gemm_prior;
     p->prepare = gemm_prepare;
     p->args = gemm_args;
     p->reset = gemm_reset;

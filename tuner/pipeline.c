@@ -1,6 +1,7 @@
 /* pipeline.c — the candidate pipeline: propose (search) → constraints → compile (thread pool)
  * → run once and compare with the reference → time → record (LMDB) → report (search).
  * Vendor-neutral: it drives a backend through its vtable and a problem through at_problem. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "tuner.h"
 
 #include "../search/search.h"
@@ -9,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define AT_BATCH_WRITE      8       /* results per write transaction */
@@ -391,6 +393,65 @@ static int index_of(const run_state *r, const int64_t *cfg, size_t nparams)
     return -1;
 }
 
+typedef struct prefix_probe {
+    int found;
+    char other_hash[17];
+    const char *hash;
+} prefix_probe;
+
+static int probe_hash(void *user, const char *key, const char *value)
+{
+    (void)value;
+    prefix_probe *pp = user;
+    /* key: problem|device|hash|config */
+    const char *h = strchr(key, '|');
+    h = h ? strchr(h + 1, '|') : NULL;
+    if (!h) return 0;
+    h++;
+    if (strncmp(h, pp->hash, 16) == 0 && h[16] == '|') {
+        pp->found = 1;
+        return 1;
+    }
+    if (!pp->other_hash[0]) snprintf(pp->other_hash, sizeof pp->other_hash, "%.16s", h);
+    return 0;
+}
+
+/* Opens the database a run replays from (the context's own handle when it is the same one,
+ * since LMDB opens an environment once per process) and checks that it holds results for this
+ * problem, device and template. */
+static at_status replay_open(at_context *ctx, at_template *t, at_problem *p, const char *path,
+                             at_db **out, int *own)
+{
+    char *want = realpath(path, NULL), *have = realpath(at_db_path(ctx->db), NULL);
+    int same = want && have && strcmp(want, have) == 0;
+    free(want);
+    free(have);
+    *own = !same;
+    *out = ctx->db;
+    if (!same) {
+        struct stat sb;
+        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return at_fail(AT_ERR_INVALID_ARG, "--replay %s: no such database directory", path);
+        AT_TRY(at_db_open(path, 1, out));
+    }
+    char prefix[1024];
+    snprintf(prefix, sizeof prefix, "%s|%s|", p->key, ctx->info.key);
+    prefix_probe pp = {.hash = t->hash};
+    at_status st = at_db_scan(*out, "results", prefix, probe_hash, &pp);
+    if (st == AT_OK && !pp.found)
+        st = pp.other_hash[0]
+                 ? at_fail(AT_ERR_INVALID_ARG,
+                           "the replay database %s has results for %s on %s only from another "
+                           "template version (%s, this one is %s)",
+                           path, p->key, ctx->info.key, pp.other_hash, t->hash)
+                 : at_fail(AT_ERR_INVALID_ARG,
+                           "the replay database %s has no results for %s on device %s", path,
+                           p->key, ctx->info.key);
+    if (st != AT_OK && *own) at_db_close(*out);
+    if (st != AT_OK) *out = NULL;
+    return st;
+}
+
 at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
                            const at_tune_options *opts, at_tune_report *rep, char *best_config,
                            size_t best_len)
@@ -417,19 +478,39 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         int i = index_of(&r, s->defaults + d * np, np);
         if (i >= 0) first[nfirst++] = (size_t)i;
     }
+    /* The search sees value indices, the values themselves, and the cost model's prior. */
     size_t nvalues[AT_MAX_PARAMS];
-    for (size_t j = 0; j < np; j++) nvalues[j] = s->params[j].nvalues;
-    at_search_space ss = {r.nconfigs, np, idx, nvalues, NULL};
+    double vals[AT_MAX_PARAMS][AT_MAX_VALUES];
+    const double *valp[AT_MAX_PARAMS];
+    for (size_t j = 0; j < np; j++) {
+        nvalues[j] = s->params[j].nvalues;
+        for (size_t v = 0; v < nvalues[j]; v++) vals[j][v] = (double)s->params[j].values[v];
+        valp[j] = vals[j];
+    }
+    double *prior = p->prior ? malloc(r.nconfigs * sizeof *prior) : NULL;
+    if (prior && p->prior(p, s, &ctx->info, r.configs, r.nconfigs, prior) != AT_OK) {
+        free(prior);
+        prior = NULL;
+        at_errclear();
+    }
+    at_search_space ss = {r.nconfigs, np, idx, nvalues, valp};
     at_search_options so = {.strategy = opts->strategy,
                             .seed = opts->seed,
                             .max_evals = opts->max_evals,
                             .max_seconds = opts->max_seconds,
+                            .no_improve = opts->no_improve,
                             .first = first,
-                            .nfirst = nfirst};
+                            .nfirst = nfirst,
+                            .prior = prior};
     at_search *search = NULL;
     at_status st = at_search_create(&ss, &so, &search);
     free(first);
-    if (st == AT_OK) st = p->prepare(p, ctx);
+    /* Replay: answered from a recorded database, so nothing is compiled or run. */
+    at_db *replay = NULL;
+    int replay_own = 0;
+    if (st == AT_OK && opts->replay_db)
+        st = replay_open(ctx, t, p, opts->replay_db, &replay, &replay_own);
+    if (st == AT_OK && !replay) st = p->prepare(p, ctx);
 
     /* Compiling on the cores that also run the kernel (a CPU device) would skew the timing:
      * there the pool compiles a batch, then the batch is timed with the pool idle. */
@@ -440,7 +521,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     size_t lookahead = (size_t)nthreads * 2;
     pool pl;
     int pool_up = 0;
-    if (st == AT_OK) {
+    if (st == AT_OK && !replay) {
         st = pool_start(&pl, ctx, t->source, s->kernel, nthreads, r.nconfigs);
         pool_up = 1;
     }
@@ -469,6 +550,17 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
                 at_config_format(s, cfg, config, sizeof config);
                 char *key = result_key(&r, config);
                 at_result_rec old;
+                if (replay) {
+                    if (!key || at_db_get_result(replay, key, &old) != AT_OK) {
+                        memset(&old, 0, sizeof old);
+                        old.status = AT_RS_LAUNCH_ERROR;
+                        snprintf(old.reason, sizeof old.reason, "not recorded in %s",
+                                 opts->replay_db);
+                    }
+                    free(key);
+                    account(&r, search, c, &old);
+                    continue;
+                }
                 if (!opts->force && key && at_db_get_result(ctx->db, key, &old) == AT_OK) {
                     free(key); /* measured before: resume without measuring again */
                     account(&r, search, c, &old);
@@ -564,7 +656,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         rep->best_max_rel_error = r.best_rec.max_rel_error;
         snprintf(rep->best_config, sizeof rep->best_config, "%s", best_config);
         if (r.best_prog) store_binary(ctx, t->source, r.best_options, r.best_prog);
-        if (!cancelled && !lost) {
+        if (!cancelled && !lost && !replay) {
             at_best_rec b = {0};
             snprintf(b.config, sizeof b.config, "%s", best_config);
             snprintf(b.template_hash, sizeof b.template_hash, "%s", t->hash);
@@ -581,8 +673,10 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         }
     }
     ctx->ops->program_free(r.best_prog);
-    p->release(p, ctx);
+    if (replay_own) at_db_close(replay);
+    if (!replay) p->release(p, ctx);
     at_search_free(search);
+    free(prior);
     free(r.configs);
     free(idx);
     rep->evaluated = r.evaluated;

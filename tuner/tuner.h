@@ -57,6 +57,10 @@ typedef struct at_problem {
     /* Reads the output and compares it with the reference. */
     at_status (*check)(struct at_problem *p, at_context *ctx, double *max_rel_error, int *ok);
     void (*release)(struct at_problem *p, at_context *ctx);
+    /* A predicted cost per config of the bound space (lower is better, any scale) from a
+     * problem-specific cost model, the search's prior; NULL, or AT_ERR_UNSUPPORTED, for none. */
+    at_status (*prior)(struct at_problem *p, const at_space *s, const at_device_info *d,
+                       const int64_t *configs, size_t n, double *out);
     void *self;
 } at_problem;
 

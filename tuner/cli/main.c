@@ -42,7 +42,7 @@ static int fail(at_status s, const char *detail)
 typedef struct opts {
     int64_t m, n, k;
     int have_m, have_n, have_k;
-    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch, *select;
+    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch, *select, *replay;
     int64_t limit, no_improve;
     int compile;
     int device;
@@ -246,10 +246,15 @@ static const char GEMM_HELP[] =
     "  --backend auto|cuda|hip|opencl   (default auto: GPU first, OpenCL last;\n"
     "                        AUTOTUNE_BACKEND sets the default)\n"
     "  --device I            device index within the backend (default 0)\n"
-    "  --strategy NAME       exhaustive | random (default random)\n"
-    "  --budget N|Ns         stop after N evaluations or N seconds (default: random 60s,\n"
-    "                        exhaustive the whole space)\n"
-    "  --seed S              seed of the random strategies (default 1)\n"
+    "  --strategy NAME       model | random | exhaustive | annealing | genetic (default model:\n"
+    "                        a cost model refined online by a random forest; docs/search.md)\n"
+    "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
+    "                        the whole space)\n"
+    "  --seed S              seed of the search strategy (default 1)\n"
+    "  --no-improve N        stop after N evaluations without a better time\n"
+    "  --replay DB           answer every candidate from DB's recorded results for this\n"
+    "                        problem, device and template instead of running it (a candidate\n"
+    "                        without a record counts as failed); nothing is stored\n"
     "  --db PATH             database directory (default $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune,\n"
     "                        ~/.cache/autotune)\n"
     "  --force               measure again even if the database has results\n"
@@ -288,6 +293,8 @@ static int cmd_gemm(int argc, char **argv)
                                      {"strategy", OPT_STR, O(strategy), 0, 0},
                                      {"budget", OPT_BUDGET, 0, 0, 0},
                                      {"seed", OPT_SEED, O(seed), 0, 0},
+                                     {"no-improve", OPT_INT, O(no_improve), 1, INT64_MAX},
+                                     {"replay", OPT_STR, O(replay), 0, 0},
                                      {"db", OPT_STR, O(db), 0, 0},
                                      {"force", OPT_FLAG, O(force), 0, 0},
                                      {"json", OPT_FLAG, O(json), 0, 0},
@@ -318,6 +325,8 @@ static int cmd_gemm(int argc, char **argv)
     to.max_evals = o.budget_evals;
     to.max_seconds = o.budget_seconds;
     to.seed = o.seed;
+    to.no_improve = o.no_improve;
+    to.replay_db = o.replay;
     to.force = o.force;
     to.progress = on_progress;
     to.progress_user = &ps;
@@ -501,7 +510,8 @@ static const char REPLAY_HELP[] =
     "from the content. Prints the recording's optimum, the best found, and the number of\n"
     "evaluations at each improvement (the trajectory).\n"
     "\n"
-    "  --strategy NAME   search strategy (see 'autotune gemm --help'; default random)\n"
+    "  --strategy NAME   model | random | exhaustive | annealing | genetic (default model;\n"
+    "                    docs/search.md says how each works)\n"
     "  --budget N|Ns     stop after N evaluations, or after N recorded seconds (the compile and\n"
     "                    benchmark time the recording says those evaluations took); default:\n"
     "                    until the whole space is evaluated\n"
@@ -553,7 +563,7 @@ static int cmd_replay(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (s != AT_OK) return fail(s, why);
-    const char *strategy = o.strategy ? o.strategy : "random";
+    const char *strategy = o.strategy ? o.strategy : at_tune_strategies()[0];
     if (o.json) {
         printf("{\"file\":");
         json_str(stdout, pos[0]);

@@ -1,0 +1,34 @@
+/* costmodel.h — an analytic GEMM cost model: ranks the configs of a bound GEMM space on a
+ * device before any is measured, as the model-based search's prior. */
+#ifndef AT_COSTMODEL_H
+#define AT_COSTMODEL_H
+
+#include "backend.h"
+
+#include "../templates/space.h"
+
+/* What the model looks at in one config. */
+typedef struct at_gemm_cost_in {
+    int64_t m, n, k;      /* problem */
+    int64_t bm, bn, bk;   /* block tile: C rows and columns per work-group, K step */
+    int64_t threads;      /* work-items per work-group */
+    int64_t local_bytes;  /* local (shared) memory per work-group; 0 if none */
+    int64_t vw;           /* vector width of the global accesses; 1 if none */
+    int64_t elem_bytes;   /* bytes per operand element */
+} at_gemm_cost_in;
+
+/* Predicted time in arbitrary units (lower is better): the FLOPs inflated by tile
+ * quantization (edge blocks doing padded work), by waves of blocks over the compute units
+ * (the last wave partly idle) with occupancy from threads and local memory, by the shortfall of
+ * the block's arithmetic intensity against the device's compute / bandwidth balance, and by
+ * per-thread work too small to hide latency or too large for the registers. */
+double at_gemm_cost(const at_gemm_cost_in *c, const at_device_info *d);
+
+/* The prior of each of n configs (n * s->nparams values) of a GEMM space already bound to its
+ * problem and device: reads BM, BN, BK, VW (or their absence), the launch geometry and a
+ * LOCAL_BYTES or SMEM_BYTES derived value. Returns AT_ERR_UNSUPPORTED when the space has no
+ * BM and BN (not a tiled GEMM); out is then untouched. */
+at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const int64_t *configs,
+                             size_t n, double *out);
+
+#endif
