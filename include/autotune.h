@@ -259,18 +259,18 @@ const char *const *at_tune_strategies(void);
 /* ---- replay: a tuning run answered from a recorded space ---------------------------------- */
 
 typedef struct at_replay_report {
-    char format[16];     /* "kerneltuner" or "autotune" */
-    char device[256];    /* the device that recorded it, as the file names it */
-    char kernel[256];    /* Kernel Tuner's kernel name, or "problem|device|template hash" */
-    char objective[64];  /* the recorded quantity: "time" (ms), "median_us", "GFLOP/s" ... */
-    int64_t space;       /* configurations in the recording */
+    char format[16];      /* "kerneltuner" or "autotune" */
+    char device[256];     /* the device that recorded it, as the file names it */
+    char kernel[256];     /* Kernel Tuner's kernel name, or "problem|device|template hash" */
+    char objective[64];   /* the recorded quantity: "time" (ms), "median_us", "GFLOP/s" ... */
+    int64_t space;        /* configurations in the recording */
     int64_t space_failed; /* of which recorded as failed */
-    int64_t evaluated;   /* configurations the strategy evaluated */
-    int64_t failed;      /* of which recorded as failed */
-    double optimum;      /* the recording's best objective value */
+    int64_t evaluated;    /* configurations the strategy evaluated */
+    int64_t failed;       /* of which recorded as failed */
+    double optimum;       /* the recording's best objective value */
     char optimum_config[512];
-    int found;           /* 1 if a configuration that succeeded was evaluated */
-    double best;         /* best objective value evaluated */
+    int found;   /* 1 if a configuration that succeeded was evaluated */
+    double best; /* best objective value evaluated */
     char best_config[512];
     double simulated_seconds; /* recorded compile + benchmark time of what was evaluated */
     double seconds;           /* wall time of the replay (the search's own cost) */

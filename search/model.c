@@ -1,8 +1,8 @@
 /* model.c — the model-based strategy: a random forest fitted online to log(time) over the
  * configs' parameter values (ranked, so log2 or linear scales split alike), its first configs
- * ordered by the cost model's prediction when there is one, proposing the unmeasured config of highest expected
- * improvement, with a share of random and of local picks. Failed configs are data: a second
- * forest learns where configs fail, and a config's expected improvement is weighed by its
+ * ordered by the cost model's prediction when there is one, proposing the unmeasured config of
+ * highest expected improvement, with a share of random and of local picks. Failed configs are data:
+ * a second forest learns where configs fail, and a config's expected improvement is weighed by its
  * chance to run. */
 #include "strategy.h"
 
@@ -16,11 +16,11 @@
  * in MF_RANDOM_EVERY is random so a wrong model cannot trap the search, and one in
  * MF_LOCAL_EVERY is the most promising neighbour of the best configs, where a narrow optimum
  * hides from a forest that has not split there yet. */
-#define MF_TREES        24   /* regression trees on log(time) of the configs that ran */
-#define MF_CTREES       8    /* classification trees on failed / ran, once something failed */
+#define MF_TREES        24 /* regression trees on log(time) of the configs that ran */
+#define MF_CTREES       8  /* classification trees on failed / ran, once something failed */
 #define MF_MAX_DEPTH    24
-#define MF_MIN_SPLIT    3    /* a node with fewer samples is a leaf */
-#define MF_MTRY         0.8  /* share of the features tried at each split */
+#define MF_MIN_SPLIT    3   /* a node with fewer samples is a leaf */
+#define MF_MTRY         0.8 /* share of the features tried at each split */
 #define MF_REFIT_DIV    16
 #define MF_RANDOM_EVERY 10
 #define MF_LOCAL_EVERY  3
@@ -143,7 +143,8 @@ static at_status model_init(at_search *s)
     size_t ninit = 2 * m->nf;
     ninit = ninit < MF_INIT_MIN ? MF_INIT_MIN : ninit > MF_INIT_MAX ? MF_INIT_MAX : ninit;
     m->init = malloc(ninit * sizeof *m->init);
-    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->nb || !m->tmp || !m->init)
+    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->nb || !m->tmp ||
+        !m->init)
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for the model of %zu configs", n);
     /* Trees only compare, so a feature is its value's rank: by number where the values are
      * numbers (log2 or not ranks alike), else by index. */
@@ -198,7 +199,6 @@ static int32_t new_node(model_state *m)
     }
     return (int32_t)m->nnodes++;
 }
-
 
 /* Builds a tree over the training rows sample[0..n) (indices into train/ty); returns its node. */
 static int32_t build(at_search *s, model_state *m, const float *ty, int32_t *sample, size_t n,
@@ -267,10 +267,10 @@ static int32_t build(at_search *s, model_state *m, const float *ty, int32_t *sam
 static float predict_tree(const model_state *m, int32_t node, const uint8_t *x)
 {
     const mnode *nd = m->nodes;
-    while (nd[node].feat >= 0) node = x[nd[node].feat] <= nd[node].thr ? nd[node].left : nd[node].right;
+    while (nd[node].feat >= 0)
+        node = x[nd[node].feat] <= nd[node].thr ? nd[node].left : nd[node].right;
     return nd[node].value;
 }
-
 
 /* Refits the forest on everything reported and ranks the unmeasured configs by expected
  * improvement over the best log time. */
@@ -288,8 +288,8 @@ static double score(const model_state *m, size_t c)
     double mu = sum / MF_TREES, var = sq / MF_TREES - mu * mu;
     double sd = sqrt(var > 0 ? var : 0) + MF_SD_FLOOR;
     double z = (m->ybest - mu) / sd;
-    double ei = (m->ybest - mu) * 0.5 * erfc(-z / sqrt(2.0)) +
-                sd * exp(-0.5 * z * z) / 2.5066282746310002;
+    double ei =
+        (m->ybest - mu) * 0.5 * erfc(-z / sqrt(2.0)) + sd * exp(-0.5 * z * z) / 2.5066282746310002;
     if (m->nct) {
         double pf = 0;
         for (int t = 0; t < m->nct; t++) pf += predict_tree(m, m->croots[t], x);
@@ -409,8 +409,7 @@ static size_t model_next(at_search *s)
         m->proposals % MF_RANDOM_EVERY == 0)
         return at_search_fallback(s);
     size_t step = m->ntrain / MF_REFIT_DIV;
-    if (!m->fitted_at || m->ntrain >= m->fitted_at + (step ? step : 1) ||
-        m->next_cand >= m->ncand)
+    if (!m->fitted_at || m->ntrain >= m->fitted_at + (step ? step : 1) || m->next_cand >= m->ncand)
         fit(s, m);
     /* Every MF_LOCAL_EVERY-th pick is local: the unmeasured neighbour of highest expected
      * improvement around the best configs so far, where the forest is least sure of a narrow

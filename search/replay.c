@@ -77,8 +77,8 @@ static at_status table_alloc(at_recording *r, size_t nparams, size_t cap)
     r->cost = calloc(cap, sizeof *r->cost);
     r->eval_s = calloc(cap, sizeof *r->eval_s);
     r->status = calloc(cap, sizeof *r->status);
-    if (!r->names || !r->nvalues || !r->values || !r->numeric || !r->idx || !r->value ||
-        !r->cost || !r->eval_s || !r->status)
+    if (!r->names || !r->nvalues || !r->values || !r->numeric || !r->idx || !r->value || !r->cost ||
+        !r->eval_s || !r->status)
         return oom();
     return AT_OK;
 }
@@ -277,8 +277,9 @@ static at_status load_kt(const char *path, const char *text, at_recording *r)
                 snprintf(buf, sizeof buf, "%s", v->valuestring);
                 r->numeric[j][k] = parse_number(v->valuestring);
             } else {
-                st = at_fail(AT_ERR_INVALID_ARG, "%s: a value of parameter %s is not a number "
-                                                 "or a string",
+                st = at_fail(AT_ERR_INVALID_ARG,
+                             "%s: a value of parameter %s is not a number "
+                             "or a string",
                              path, name->valuestring);
                 break;
             }
@@ -341,8 +342,7 @@ static at_status load_kt(const char *path, const char *text, at_recording *r)
         static const char *const cost_fields[] = {"compile_time", "verification_time",
                                                   "benchmark_time"};
         for (size_t f = 0; f < 3; f++)
-            if (json_number_of(cJSON_GetObjectItemCaseSensitive(rec, cost_fields[f]), &x) &&
-                x > 0)
+            if (json_number_of(cJSON_GetObjectItemCaseSensitive(rec, cost_fields[f]), &x) && x > 0)
                 secs += x / 1e3;
         set_outcome(r, n, value, secs, status);
         n++;
@@ -498,12 +498,15 @@ static at_status load_db(const char *dir, const char *select, at_recording *r)
             if (!r->names[j] && !(r->names[j] = at_strdup(tok))) st = oom();
             if (st == AT_OK && strcmp(r->names[j], tok) != 0) break;
             int k = add_value(r, j, eq + 1, cap);
-            if (k < 0) st = oom();
-            else r->idx[i * np + j] = (uint16_t)k;
+            if (k < 0)
+                st = oom();
+            else
+                r->idx[i * np + j] = (uint16_t)k;
         }
         if (st == AT_OK && j != np)
-            st = at_fail(AT_ERR_DB_CORRUPT, "results key of %s has a configuration unlike the "
-                                            "others",
+            st = at_fail(AT_ERR_DB_CORRUPT,
+                         "results key of %s has a configuration unlike the "
+                         "others",
                          dir);
         if (st != AT_OK) break;
         /* The key text was cut into pieces above; read the record by a rebuilt key. */
@@ -517,7 +520,8 @@ static at_status load_db(const char *dir, const char *select, at_recording *r)
         if (st != AT_OK) break;
         r->nconfigs = i + 1;
         char *status = rec.status == AT_RS_OK ? NULL : at_strdup(at_result_status_name(rec.status));
-        double secs = rec.compile_ms / 1e3 + rec.median_us * (double)(rec.reps ? rec.reps : 1) / 1e6;
+        double secs =
+            rec.compile_ms / 1e3 + rec.median_us * (double)(rec.reps ? rec.reps : 1) / 1e6;
         set_outcome(r, i, rec.median_us, secs, status);
     }
     for (size_t j = 0; st == AT_OK && j < np; j++) {

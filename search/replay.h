@@ -9,22 +9,22 @@
 #include <stdint.h>
 
 typedef struct at_recording {
-    char format[16];     /* "kerneltuner" or "autotune" */
-    char device[256];    /* the device that measured it ("" if the file does not say) */
-    char kernel[256];    /* kernel name (Kernel Tuner) or "problem|device|template hash" */
-    char objective[64];  /* the recorded quantity: "time" (ms), "median_us", or a KT objective */
-    int higher_better;   /* 1: objective is a rate (GFLOP/s ...): cost = 1 / value */
+    char format[16];    /* "kerneltuner" or "autotune" */
+    char device[256];   /* the device that measured it ("" if the file does not say) */
+    char kernel[256];   /* kernel name (Kernel Tuner) or "problem|device|template hash" */
+    char objective[64]; /* the recorded quantity: "time" (ms), "median_us", or a KT objective */
+    int higher_better;  /* 1: objective is a rate (GFLOP/s ...): cost = 1 / value */
     size_t nparams;
-    char **names;        /* [nparams] */
-    size_t *nvalues;     /* [nparams] */
-    char ***values;      /* values[j][v]: the text of each value */
-    double **numeric;    /* numeric[j][v]: the number, NAN where a value is not numeric */
-    size_t nconfigs;     /* configurations recorded (the space) */
-    uint16_t *idx;       /* nconfigs * nparams value indices */
-    double *value;       /* the objective as recorded; NAN for a failed configuration */
-    double *cost;        /* what the search sees: lower is better, INFINITY for a failure */
-    double *eval_s;      /* seconds one evaluation took when recorded (compile + benchmark) */
-    char **status;       /* NULL for ok, else the recorded failure ("CompilationFailedConfig") */
+    char **names;     /* [nparams] */
+    size_t *nvalues;  /* [nparams] */
+    char ***values;   /* values[j][v]: the text of each value */
+    double **numeric; /* numeric[j][v]: the number, NAN where a value is not numeric */
+    size_t nconfigs;  /* configurations recorded (the space) */
+    uint16_t *idx;    /* nconfigs * nparams value indices */
+    double *value;    /* the objective as recorded; NAN for a failed configuration */
+    double *cost;     /* what the search sees: lower is better, INFINITY for a failure */
+    double *eval_s;   /* seconds one evaluation took when recorded (compile + benchmark) */
+    char **status;    /* NULL for ok, else the recorded failure ("CompilationFailedConfig") */
     size_t nfailed;
     int have_optimum;
     size_t optimum; /* index of the best configuration */

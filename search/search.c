@@ -272,8 +272,8 @@ static const strategy_ops g_genetic = {"genetic", ga_init, ga_next, ga_report, g
 static const strategy_ops *const g_ops[] = {&at_strategy_model, &g_random, &g_exhaustive,
                                             &g_annealing, &g_genetic};
 #define NSTRATEGIES (sizeof g_ops / sizeof g_ops[0])
-static const char *const g_strategies[] = {"model", "random", "exhaustive", "annealing", "genetic",
-                                           NULL};
+static const char *const g_strategies[] = {"model",     "random",  "exhaustive",
+                                           "annealing", "genetic", NULL};
 
 const char *const *at_search_strategies(void) { return g_strategies; }
 

@@ -12,10 +12,10 @@ enum { CFG_NEW = 0, CFG_PROPOSED = 1, CFG_REPORTED = 2 };
 
 typedef struct strategy_ops {
     const char *name;
-    at_status (*init)(at_search *s);                   /* may be NULL */
-    size_t (*next)(at_search *s);                      /* a CFG_NEW config, or AT_NONE */
+    at_status (*init)(at_search *s);                  /* may be NULL */
+    size_t (*next)(at_search *s);                     /* a CFG_NEW config, or AT_NONE */
     void (*report)(at_search *s, size_t c, double y); /* y = log(time), INFINITY if failed */
-    void (*free)(at_search *s);                        /* may be NULL */
+    void (*free)(at_search *s);                       /* may be NULL */
 } strategy_ops;
 
 struct at_search {

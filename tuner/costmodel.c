@@ -13,7 +13,8 @@ double at_gemm_cost(const at_gemm_cost_in *c, const at_device_info *d)
     const double P = d->compute_units > 0 ? (double)d->compute_units : 1;
     const double warp = d->warp_size > 1 ? (double)d->warp_size : 1;
     const int cpu = d->is_cpu || warp == 1;
-    double bm = (double)c->bm, bn = (double)c->bn, threads = c->threads > 0 ? (double)c->threads : 1;
+    double bm = (double)c->bm, bn = (double)c->bn,
+           threads = c->threads > 0 ? (double)c->threads : 1;
     double mb = ceil_div((double)c->m, bm), nb = ceil_div((double)c->n, bn), blocks = mb * nb;
     double bk = c->bk > 0 ? (double)c->bk : 1, kpad = ceil_div((double)c->k, bk) * bk;
 
@@ -64,9 +65,9 @@ at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const i
 {
     if (n == 0) return AT_OK;
     int64_t v;
-    if (at_space_value(s, configs, "BM", &v) != AT_OK || at_space_value(s, configs, "BN", &v) != AT_OK)
-        return at_fail(AT_ERR_UNSUPPORTED, "the %s space has no BM and BN: no cost model",
-                       s->name);
+    if (at_space_value(s, configs, "BM", &v) != AT_OK ||
+        at_space_value(s, configs, "BN", &v) != AT_OK)
+        return at_fail(AT_ERR_UNSUPPORTED, "the %s space has no BM and BN: no cost model", s->name);
     for (size_t i = 0; i < n; i++) {
         const int64_t *cfg = configs + i * s->nparams;
         at_gemm_cost_in c = {0};

@@ -9,12 +9,12 @@
 
 /* What the model looks at in one config. */
 typedef struct at_gemm_cost_in {
-    int64_t m, n, k;      /* problem */
-    int64_t bm, bn, bk;   /* block tile: C rows and columns per work-group, K step */
-    int64_t threads;      /* work-items per work-group */
-    int64_t local_bytes;  /* local (shared) memory per work-group; 0 if none */
-    int64_t vw;           /* vector width of the global accesses; 1 if none */
-    int64_t elem_bytes;   /* bytes per operand element */
+    int64_t m, n, k;     /* problem */
+    int64_t bm, bn, bk;  /* block tile: C rows and columns per work-group, K step */
+    int64_t threads;     /* work-items per work-group */
+    int64_t local_bytes; /* local (shared) memory per work-group; 0 if none */
+    int64_t vw;          /* vector width of the global accesses; 1 if none */
+    int64_t elem_bytes;  /* bytes per operand element */
 } at_gemm_cost_in;
 
 /* Predicted time in arbitrary units (lower is better): the FLOPs inflated by tile

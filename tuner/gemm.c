@@ -1,7 +1,7 @@
 /* gemm.c — the GEMM problem: validation, database key, CPU reference, and the buffers and
  * correctness check the pipeline uses to test every candidate. */
-#include "tuner.h"
 #include "costmodel.h"
+#include "tuner.h"
 
 #include <float.h>
 #include <math.h>

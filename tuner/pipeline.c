@@ -426,18 +426,19 @@ static at_status replay_open(at_context *ctx, at_template *t, at_problem *p, con
     int same = want && have && strcmp(want, have) == 0;
     free(want);
     free(have);
-    *own = !same;
-    *out = ctx->db;
+    *own = 0;
+    *out = NULL;
+    at_db *db = ctx->db;
     if (!same) {
         struct stat sb;
         if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return at_fail(AT_ERR_INVALID_ARG, "--replay %s: no such database directory", path);
-        AT_TRY(at_db_open(path, 1, out));
+        AT_TRY(at_db_open(path, 1, &db));
     }
     char prefix[1024];
     snprintf(prefix, sizeof prefix, "%s|%s|", p->key, ctx->info.key);
     prefix_probe pp = {.hash = t->hash};
-    at_status st = at_db_scan(*out, "results", prefix, probe_hash, &pp);
+    at_status st = at_db_scan(db, "results", prefix, probe_hash, &pp);
     if (st == AT_OK && !pp.found)
         st = pp.other_hash[0]
                  ? at_fail(AT_ERR_INVALID_ARG,
@@ -447,9 +448,13 @@ static at_status replay_open(at_context *ctx, at_template *t, at_problem *p, con
                  : at_fail(AT_ERR_INVALID_ARG,
                            "the replay database %s has no results for %s on device %s", path,
                            p->key, ctx->info.key);
-    if (st != AT_OK && *own) at_db_close(*out);
-    if (st != AT_OK) *out = NULL;
-    return st;
+    if (st != AT_OK) {
+        if (!same) at_db_close(db);
+        return st;
+    }
+    *out = db;
+    *own = !same;
+    return AT_OK;
 }
 
 at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,

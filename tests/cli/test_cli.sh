@@ -224,9 +224,89 @@ grep -A1 "BM=16,BN=16," <<<"$shown" | grep -q "status=compile_error.*deliberatel
 grep -A1 "BM=16,BN=32," <<<"$shown" | grep -q "status=wrong_result" &&
   ok "wrong result recorded" || bad "no wrong_result: $shown"
 
+cp "$work/out.json" "$work/sabotaged.json" # the recorded run, for the replay and export tests
+
+# ---- replay: a recorded run answered from its database --------------------------------------
+# Exhaustive replay of the sabotaged run reproduces its best exactly, failures included.
+if AUTOTUNE_TEMPLATE_PATH="$tpl" "$AT" gemm --m 45 --n 39 --k 17 --strategy exhaustive \
+  --replay "$db3" --db "$work/db-replay" --json >"$work/replay.json" 2>"$work/err"; then
+  python3 - "$work/out.json" "$work/replay.json" <<'PY' && ok "gemm --replay reproduces the recorded best" ||
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["best"]["config"] == b["best"]["config"], (a["best"], b["best"])
+assert abs(a["best"]["time_us"] - b["best"]["time_us"]) < 1e-3, (a["best"], b["best"])
+assert b["candidates"]["evaluated"] == 8 and b["candidates"]["failed"] == 4 and b["candidates"]["measured"] == 0
+PY
+    bad "replayed best differs: $(cat "$work/out.json") vs $(cat "$work/replay.json")"
+else
+  bad "gemm --replay failed: $(cat "$work/err")"
+fi
+[ ! -e "$work/db-replay/data.mdb" ] || ! "$AT" db list --table results --db "$work/db-replay" | grep -q . &&
+  ok "a replay stores nothing" || bad "a replay stored results"
+AUTOTUNE_TEMPLATE_PATH="$tpl" expect 2 "has no results for gemm/f32/nn/45x39x18 on device" -- \
+  gemm --m 45 --n 39 --k 18 --replay "$db3" --db "$work/db-replay"
+expect 2 "--replay $work/nope: no such database" -- gemm --m 8 --n 8 --replay "$work/nope" --db "$work/db-replay"
+# The generic replay on our own database: the same best, the recorded failures.
+AUTOTUNE_TEMPLATE_PATH="$tpl" "$AT" replay "$db3" --strategy exhaustive --json >"$work/out2.json" 2>"$work/err"
+python3 - "$work/out.json" "$work/out2.json" <<'PY' && ok "replay DB reproduces the recorded best" ||
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b["format"] == "autotune" and b["space"] == 8 and b["space_failed"] == 4, b
+assert b["evaluated"] == 8 and b["best"]["config"] == a["best"]["config"], (a["best"], b)
+assert abs(b["best"]["time"] - a["best"]["time_us"]) < 1e-3 and b["optimum_time"] == b["best"]["time"], b
+assert b["trajectory"][-1][1] == b["best"]["time"], b
+PY
+  bad "replay of the database: $(cat "$work/out2.json" "$work/err")"
+expect 0 "usage: autotune replay FILE" -- replay --help
+expect 2 "replay needs a recorded space" -- replay
+expect 2 "unknown strategy 'magic' \(one of: model, random" -- replay "$db3" --strategy magic
+expect 2 "cannot open $work/missing.json" -- replay "$work/missing.json"
+printf '{"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, "cache": {' >"$work/bad.json"
+expect 2 "bad.json: malformed JSON near byte" -- replay "$work/bad.json"
+printf '{"cache": {}}' >"$work/bad.json"
+expect 2 "not a Kernel Tuner cache file: no \"tune_params_keys\"" -- replay "$work/bad.json"
+printf 'hello' >"$work/bad.json"
+expect 2 "neither Kernel Tuner cache JSON" -- replay "$work/bad.json"
+expect 2 "has no results" -- replay "$work/db0"
+# A Kernel Tuner cache file, plain and gzip'd: JSON contract, budgets, determinism per seed.
+cat >"$work/kt.json" <<'JSON'
+{"device_name": "Test GPU", "kernel_name": "k", "tune_params_keys": ["bx", "t"],
+ "tune_params": {"bx": [16, 32, 64], "t": [1, 2]}, "objective": "time",
+ "cache": {"16,1": {"bx": 16, "t": 1, "time": 3.0, "compile_time": 1000, "benchmark_time": 500},
+           "16,2": {"bx": 16, "t": 2, "time": 2.0}, "32,1": {"bx": 32, "t": 1, "time": "RuntimeFailedConfig"},
+           "32,2": {"bx": 32, "t": 2, "time": 1.5}, "64,1": {"bx": 64, "t": 1, "time": "InvalidConfig"},
+           "64,2": {"bx": 64, "t": 2, "time": 4.0}}}
+JSON
+gzip -c "$work/kt.json" >"$work/kt.json.gz"
+for f in kt.json kt.json.gz; do
+  "$AT" replay "$work/$f" --strategy exhaustive --json >"$work/out.json" 2>"$work/err"
+  json 'd["space"] == 5 and d["space_failed"] == 1 and d["optimum_time"] == 1.5 and d["evaluated"] == 5 and d["best"] == {"config": "bx=32,t=2", "time": 1.5} and d["trajectory"] == [[1, 3.0], [2, 2.0], [4, 1.5]] and d["device"] == "Test GPU" and abs(d["simulated_seconds"] - 1.5) < 1e-9' |
+    grep -q True && ok "replay $f: contract and trajectory" || bad "replay $f: $(cat "$work/out.json" "$work/err")"
+done
+"$AT" replay "$work/kt.json" --budget 2 --json >"$work/out.json"
+[ "$(json 'd["evaluated"]')" = 2 ] && ok "replay --budget 2" || bad "replay budget: $(cat "$work/out.json")"
+"$AT" replay "$work/kt.json" --strategy exhaustive --budget 1.2s --json >"$work/out.json"
+[ "$(json 'd["evaluated"]')" = 1 ] && ok "replay --budget 1.2s counts recorded seconds" ||
+  bad "replay seconds budget: $(cat "$work/out.json")"
+for s in model random annealing genetic; do
+  a=$("$AT" replay "$work/kt.json" --strategy $s --seed 7 --json)
+  b=$("$AT" replay "$work/kt.json" --strategy $s --seed 7 --json)
+  [ "$(sed 's/"seconds":[0-9.]*//' <<<"$a")" = "$(sed 's/"seconds":[0-9.]*//' <<<"$b")" ] &&
+    grep -q '"evaluated":5' <<<"$a" && ok "replay $s: whole space, same per seed" || bad "replay $s: $a / $b"
+done
+# A real GPU recording (CI has ../shared beside the repository; AUTOTUNE_SPACES overrides).
+real="${AUTOTUNE_SPACES:-$here/../../../shared/spaces}/convolution-A100.json.gz"
+if [ -f "$real" ]; then
+  "$AT" replay "$real" --budget 218 --seed 3 --json >"$work/out.json"
+  json 'd["space"] == 4362 and d["space_failed"] == 161 and abs(d["optimum_time"] - 0.5536) < 1e-3 and d["evaluated"] == 218' |
+    grep -q True && ok "replay of a Kernel Tuner recording" || bad "real replay: $(head -c 600 "$work/out.json")"
+else
+  echo "skip replay of a real recording: $real is absent"
+fi
+
 # ---- db export --kernel-tuner: the recorded space as a Kernel Tuner cache file ----------------
-kt="$work/kt.json"
-best_us=$(json 'd["best"]["time_us"]')
+kt="$work/kt-export.json"
+best_us=$(python3 -c "import json; print(json.load(open('$work/sabotaged.json'))['best']['time_us'])")
 expect 0 "^$" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --db "$db3" --output "$kt"
 python3 -m json.tool "$kt" >/dev/null && ok "export is valid JSON" || bad "export is not JSON: $(head -c 300 "$kt")"
 python3 - "$kt" "$best_us" <<'PY' && ok "export: 8 configs, 2 compile and 2 runtime failures, the run's best" || bad "export content"
@@ -259,8 +339,8 @@ expect 1 "cannot write" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x
 "$AT" gemm --m 45 --n 39 --k 17 --budget 2 --db "$db3" >/dev/null 2>&1
 expect 2 "several template versions .*--template HASH" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --db "$db3"
 h=$("$AT" db list --table results --prefix "gemm/f32/nn/45x39x17|" --db "$db3" | grep "BM=16,BN=16," | head -1 | cut -d'|' -f3)
-expect 0 "^$" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --template "$h" --db "$db3" --output "$work/kt2.json"
-cmp -s "$kt" "$work/kt2.json" && ok "--template picks the recorded space" || bad "--template export differs"
+expect 0 "^$" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --template "$h" --db "$db3" --output "$work/kt-export2.json"
+cmp -s "$kt" "$work/kt-export2.json" && ok "--template picks the recorded space" || bad "--template export differs"
 
 echo
 echo "$pass passed, $fail failed"

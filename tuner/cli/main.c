@@ -542,8 +542,9 @@ static int cmd_replay(int argc, char **argv)
         fputs(REPLAY_HELP, stdout);
         return 0;
     }
-    if (npos != 1) return usage_error("replay needs a recorded space: a Kernel Tuner cache file "
-                                      "or an autotune database");
+    if (npos != 1)
+        return usage_error("replay needs a recorded space: a Kernel Tuner cache file "
+                           "or an autotune database");
     if (o.strategy) {
         int v;
         if (pick("strategy", o.strategy, at_tune_strategies(), &v)) return EXIT_USAGE;
@@ -586,8 +587,8 @@ static int cmd_replay(int argc, char **argv)
         } else {
             printf("null");
         }
-        printf(",\"simulated_seconds\":%.3f,\"seconds\":%.4f,\"trajectory\":[",
-               r.simulated_seconds, r.seconds);
+        printf(",\"simulated_seconds\":%.3f,\"seconds\":%.4f,\"trajectory\":[", r.simulated_seconds,
+               r.seconds);
         for (size_t i = 0; i < r.ntrajectory; i++)
             printf("%s[%" PRId64 ",%.17g]", i ? "," : "", r.trajectory_evals[i],
                    r.trajectory_best[i]);
@@ -599,15 +600,14 @@ static int cmd_replay(int argc, char **argv)
                r.space, r.space_failed);
         printf("  optimum     %.6g %s  %s\n", r.optimum, r.objective, r.optimum_config);
         if (r.found)
-            printf("  best found  %.6g %s  %s  (%.2f%% of the optimum's %s)\n", r.best,
-                   r.objective, r.best_config, 100.0 * r.best / r.optimum, r.objective);
+            printf("  best found  %.6g %s  %s  (%.2f%% of the optimum's %s)\n", r.best, r.objective,
+                   r.best_config, 100.0 * r.best / r.optimum, r.objective);
         else
             printf("  best found  none (every evaluated configuration failed)\n");
         printf("  evaluated   %" PRId64 " (%" PRId64 " failed), %.1f recorded seconds\n",
                r.evaluated, r.failed, r.simulated_seconds);
         printf("  improvements at evaluations:");
-        for (size_t i = 0; i < r.ntrajectory; i++)
-            printf(" %" PRId64, r.trajectory_evals[i]);
+        for (size_t i = 0; i < r.ntrajectory; i++) printf(" %" PRId64, r.trajectory_evals[i]);
         printf("\n");
     }
     at_replay_report_clear(&r);
@@ -780,8 +780,11 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"gemm", cmd_gemm}, {"space", cmd_space}, {"devices", cmd_devices}, {"db", cmd_db},
-                  {"replay", cmd_replay}};
+    } cmds[] = {{"gemm", cmd_gemm},
+                {"space", cmd_space},
+                {"devices", cmd_devices},
+                {"db", cmd_db},
+                {"replay", cmd_replay}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0) continue;
         static char name[64];
