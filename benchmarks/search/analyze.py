@@ -62,6 +62,7 @@ def summarise(spaces):
                 ev = [evals_to(r, opt, thr) for r in runs]
                 fr = np.array([e / size for e, _ in ev])
                 entry[f"{thr:g}"] = {
+                    "fractions": [float(x) for x in fr],
                     "median_fraction": float(np.median(fr)),
                     "p90_fraction": float(np.percentile(fr, 90)),
                     "median_evals": float(np.median([e for e, _ in ev])),
@@ -84,10 +85,10 @@ def tables(summary):
         out.append(f"\n### Evaluations until within {thr:.0%} of the optimum (fraction of the space)\n")
         out.append("Each cell: median / 90th percentile over seeds; `>` where some seeds never got "
                    "there within the budget (counted as the budget); (n/N) seeds that got there.\n")
-        out.append("| strategy | " + " | ".join(spaces) + " | median over spaces |")
-        out.append("|---" * (len(spaces) + 2) + "|")
+        out.append("| strategy | " + " | ".join(spaces) + " | median over spaces | median over all runs |")
+        out.append("|---" * (len(spaces) + 3) + "|")
         for n in names:
-            cells, meds = [], []
+            cells, meds, every = [], [], []
             for s in spaces:
                 e = summary[s].get(n)
                 if not e:
@@ -98,8 +99,11 @@ def tables(summary):
                 cells.append(f"{pct(m['median_fraction'])} / {mark}{pct(m['p90_fraction'])} "
                              f"({m['reached']}/{e['seeds']})")
                 meds.append(m["median_fraction"])
-            med = pct(float(np.median(meds))) if len(meds) == len(spaces) else "–"
-            out.append(f"| {n} | " + " | ".join(cells) + f" | {med} |")
+                every += m["fractions"]
+            full = len(meds) == len(spaces)
+            med = pct(float(np.median(meds))) if full else "–"
+            allr = pct(float(np.median(every))) if full else "–"
+            out.append(f"| {n} | " + " | ".join(cells) + f" | {med} | {allr} |")
     sizes = ", ".join(f"{s}: {summary[s][next(iter(summary[s]))]['space']} configs, budget "
                       f"{summary[s][next(iter(summary[s]))]['budget']}" for s in spaces)
     out.append(f"\nSpaces: {sizes}.\n")
