@@ -1074,3 +1074,54 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
     leave(db);
     return s;
 }
+
+/* ---- key lists ------------------------------------------------------------------------------ */
+
+typedef struct key_list {
+    char **keys;
+    size_t n, cap;
+    int oom;
+} key_list;
+
+static int add_key(void *user, const char *key, const char *value)
+{
+    (void)value;
+    key_list *l = user;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        char **k = realloc(l->keys, cap * sizeof *k);
+        if (!k) {
+            l->oom = 1;
+            return 1;
+        }
+        l->keys = k;
+        l->cap = cap;
+    }
+    if (!(l->keys[l->n] = at_strdup(key))) {
+        l->oom = 1;
+        return 1;
+    }
+    l->n++;
+    return 0;
+}
+
+at_status at_db_keys(at_db *db, const char *table, const char *prefix, char ***keys, size_t *n)
+{
+    key_list l = {0};
+    at_status s = at_db_scan(db, table, prefix, add_key, &l);
+    if (s == AT_OK && l.oom) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (s != AT_OK) {
+        at_db_keys_free(l.keys, l.n);
+        l.keys = NULL;
+        l.n = 0;
+    }
+    *keys = l.keys;
+    *n = l.n;
+    return s;
+}
+
+void at_db_keys_free(char **keys, size_t n)
+{
+    for (size_t i = 0; keys && i < n; i++) free(keys[i]);
+    free(keys);
+}

@@ -88,6 +88,11 @@ typedef int (*at_db_visit_fn)(void *user, const char *key, const char *value);
 at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_visit_fn fn,
                      void *user);
 
+/* The keys of table that start with prefix (NULL: all), in key order: *keys is a malloc'd
+ * array of *n malloc'd strings (NULL when none); free them with at_db_keys_free. */
+at_status at_db_keys(at_db *db, const char *table, const char *prefix, char ***keys, size_t *n);
+void at_db_keys_free(char **keys, size_t n);
+
 /* Readable renderings used by scan and `db show`, and their parsers. */
 void at_result_rec_format(const at_result_rec *r, char *buf, size_t len);
 void at_best_rec_format(const at_best_rec *r, char *buf, size_t len);

@@ -296,6 +296,18 @@ void at_replay_report_clear(at_replay_report *report); /* frees the trajectory *
 /* The database path used when none is given. malloc'd; free() it. */
 char *at_db_default_location(void);
 
+/* Writes the measurements of one problem (key, e.g. "gemm/f32/nn/256x256x256") in database
+ * path (NULL: the default) as a Kernel Tuner cache JSON file at out_path (NULL: stdout), so the
+ * recorded space replays in Kernel Tuner's simulation mode and in `autotune replay`. device and
+ * template_hash (NULL: any) select the results when the problem was tuned on several devices or
+ * template versions; a file holds one of each, else AT_ERR_INVALID_ARG naming the choices.
+ * Times are the medians in ms; a failed config's time is "CompilationFailedConfig",
+ * "InvalidConfig" (rejected before launch) or "RuntimeFailedConfig". AT_ERR_NOT_FOUND when
+ * nothing matches; AT_ERR_DB*, AT_ERR_IO, with the detail in *why (may be NULL). */
+at_status at_db_export_kernel_tuner(const char *path, const char *problem, const char *device,
+                                    const char *template_hash, const char *out_path, char *why,
+                                    size_t whylen);
+
 /* ---- errors ----------------------------------------------------------------------------- */
 
 const char *at_strerror(at_status s);

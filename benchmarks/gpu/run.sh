@@ -5,7 +5,10 @@
 # Meant to finish in under 8 minutes. Without a GPU it still finds or builds autotune, runs the
 # compile-only check (NVRTC, no device), writes a summary saying so, and exits 0.
 #
-# Usage: benchmarks/gpu/run.sh OUTDIR
+# Usage: benchmarks/gpu/run.sh [--record-space] OUTDIR
+#   --record-space  instead of the benchmark: record exhaustive CUDA spaces (RECORD_SHAPES) into
+#                   OUTDIR/record.db and export each as a Kernel Tuner cache file
+#                   OUTDIR/spaces/cuda-gemm-<dtype>-<MxNxK>.json.gz (benchmarks/spaces/README.md)
 # Environment (all optional):
 #   AUTOTUNE=path          use this autotune binary (no probing of build dirs, no build)
 #   BUILD_DIR=build        prebuilt build folder tried first (used if its autotune runs and has
@@ -31,14 +34,24 @@
 #   ARCH=sm_90a            target of the compile-only check
 #   PYTHON=python3
 #   SKIP="..."             steps to skip: ctest correctness cublas tune compile
+#                          (--record-space: default "ctest correctness cublas tune")
+#   RECORD_SHAPES="f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"
+#                          --record-space: dtype:MxNxK of each recorded space
+#   RECORD_TIMEOUT_S=240   --record-space: a recording is stopped after it (what it measured is
+#                          exported, marked incomplete; a second run resumes it)
 set -euo pipefail
 SECONDS=0
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 
+RECORD=0
+if [ "${1:-}" = --record-space ]; then
+    RECORD=1
+    shift
+fi
 if [ $# -ne 1 ]; then
-    echo "usage: $0 OUTDIR" >&2
+    echo "usage: $0 [--record-space] OUTDIR" >&2
     exit 2
 fi
 mkdir -p "$1"
@@ -70,6 +83,9 @@ TORCH_ARGS=${TORCH_ARGS:-}
 ARCH=${ARCH:-sm_90a}
 PYTHON=${PYTHON:-python3}
 SKIP=${SKIP:-}
+[ "$RECORD" = 1 ] && SKIP=${SKIP:-"ctest correctness cublas tune"}
+RECORD_SHAPES=${RECORD_SHAPES:-"f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"}
+RECORD_TIMEOUT_S=${RECORD_TIMEOUT_S:-240}
 NPROC=$(nproc 2> /dev/null || echo 4)
 
 STEPS="$OUTDIR/steps"
@@ -137,6 +153,7 @@ fi
     echo "CORRECT_BUDGET=$CORRECT_BUDGET CORRECT_JOBS=$CORRECT_JOBS CORRECT_TIMEOUT_S=$CORRECT_TIMEOUT_S"
     echo "TIME_LIMIT_S=$TIME_LIMIT_S CORRECT_DEADLINE_S=$CORRECT_DEADLINE_S TUNE_DEADLINE_S=$TUNE_DEADLINE_S"
     echo "TORCH_ARGS=$TORCH_ARGS ARCH=$ARCH PYTHON=$PYTHON SKIP=$SKIP"
+    echo "RECORD=$RECORD RECORD_SHAPES=$RECORD_SHAPES RECORD_TIMEOUT_S=$RECORD_TIMEOUT_S"
     echo "PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 } > "$OUTDIR/settings.txt"
 log "output in $OUTDIR"
@@ -462,6 +479,36 @@ if [ "$AT_CUDA" = 1 ] && ! skipped tune; then
     done
 elif [ "$AT_CUDA" != 1 ]; then
     skip_note "tuning: $MODE_NOTE"
+fi
+
+# ---- --record-space: exhaustive CUDA spaces as Kernel Tuner cache files -------------------
+if [ "$RECORD" = 1 ] && [ "$AT_CUDA" = 1 ]; then
+    RECORD_DB="$OUTDIR/record.db"
+    mkdir -p "$RECORD_DB" "$OUTDIR/spaces"
+    for spec in $RECORD_SHAPES; do
+        d=${spec%%:*}
+        s=${spec#*:}
+        IFS=x read -r m n k <<< "$s"
+        name="record_${d}_${s}"
+        cmd=("$AUTOTUNE" gemm --backend cuda --dtype "$d" --m "$m" --n "$n" --k "$k"
+             --strategy exhaustive --db "$RECORD_DB" --json)
+        log "record $d $s (timeout ${RECORD_TIMEOUT_S}s): $(quote "${cmd[@]}")"
+        t0=$(now); rc=0
+        timeout --signal=TERM --kill-after=15 "$RECORD_TIMEOUT_S" "${cmd[@]}" \
+            > "$OUTDIR/spaces/$name.json" 2> "$OUTDIR/spaces/$name.stderr.log" || rc=$?
+        t1=$(now)
+        # Exported also when stopped early: the file then holds part of the space.
+        out="$OUTDIR/spaces/cuda-gemm-$d-$s.json"
+        erc=0
+        logged "$OUTDIR/record.log" "$AUTOTUNE" db export --kernel-tuner \
+            --problem "gemm/$d/nn/${m}x${n}x${k}" --db "$RECORD_DB" --output "$out" || erc=$?
+        [ "$erc" = 0 ] && gzip -9f "$out"
+        step_record "$name" status=ran kind=record "dtype=$d" "shape=$s" "rc=$rc" "export_rc=$erc" \
+            "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "stdout=spaces/$name.json"
+        log "record $d $s: rc=$rc ($([ "$rc" = 0 ] && echo complete || echo 'incomplete: stopped or failed')), export rc=$erc, wall $(elapsed "$t0" "$t1") s"
+    done
+elif [ "$RECORD" = 1 ]; then
+    skip_note "record-space: $MODE_NOTE"
 fi
 
 # ---- 5. summary --------------------------------------------------------------------------

@@ -224,6 +224,8 @@ grep -A1 "BM=16,BN=16," <<<"$shown" | grep -q "status=compile_error.*deliberatel
 grep -A1 "BM=16,BN=32," <<<"$shown" | grep -q "status=wrong_result" &&
   ok "wrong result recorded" || bad "no wrong_result: $shown"
 
+cp "$work/out.json" "$work/sabotaged.json" # the recorded run, for the replay and export tests
+
 # ---- replay: a recorded run answered from its database --------------------------------------
 # Exhaustive replay of the sabotaged run reproduces its best exactly, failures included.
 if AUTOTUNE_TEMPLATE_PATH="$tpl" "$AT" gemm --m 45 --n 39 --k 17 --strategy exhaustive \
@@ -313,6 +315,44 @@ if [ -f "$real" ]; then
 else
   echo "skip replay of a real recording: $real is absent"
 fi
+
+# ---- db export --kernel-tuner: the recorded space as a Kernel Tuner cache file ----------------
+kt="$work/kt-export.json"
+best_us=$(python3 -c "import json; print(json.load(open('$work/sabotaged.json'))['best']['time_us'])")
+expect 0 "^$" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --db "$db3" --output "$kt"
+python3 -m json.tool "$kt" >/dev/null && ok "export is valid JSON" || bad "export is not JSON: $(head -c 300 "$kt")"
+python3 - "$kt" "$best_us" <<'PY' && ok "export: 8 configs, 2 compile and 2 runtime failures, the run's best" || bad "export content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+keys = d["tune_params_keys"]
+assert keys == ["BM", "BN", "BK", "TM", "TN", "VW", "STRN", "SA", "SB", "PAD", "UNROLL"], keys
+assert d["tune_params"]["BM"] == [16, 32] and d["tune_params"]["SA"] == [0, 1], d["tune_params"]
+assert d["problem_size"] == [45, 39, 17] and d["kernel_name"] == "gemm" and d["objective"] == "time"
+c = d["cache"]
+assert len(c) == 8, len(c)
+for k, r in c.items():
+    assert k == ",".join(str(r[p]) for p in keys), k
+times = [r["time"] for r in c.values()]
+assert times.count("CompilationFailedConfig") == 2 and times.count("RuntimeFailedConfig") == 2, times
+ok = [t for t in times if isinstance(t, float)]
+assert len(ok) == 4 and abs(min(ok) * 1e3 - float(sys.argv[2])) <= 1e-6 * min(ok) * 1e3, (ok, sys.argv[2])
+PY
+"$AT" db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --db "$db3" | cmp -s - "$kt" &&
+  ok "export without --output writes the same to stdout" || bad "stdout export differs"
+"$AT" replay "$kt" --strategy exhaustive --json >"$work/out.json" &&
+  json 'abs(d["best"]["time"] * 1e3 - '"$best_us"') <= 1e-6 * '"$best_us"' and d["space"] == 8' | grep -q True &&
+  ok "autotune replay of the export finds the run's best" || bad "replay of export: $(head -c 300 "$work/out.json")"
+expect 2 "needs a format: --kernel-tuner" -- db export --problem gemm/f32/nn/45x39x17 --db "$db3"
+expect 2 "needs --problem" -- db export --kernel-tuner --db "$db3"
+expect 2 "no results for problem 'gemm/f32/nn/45x39x1'" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x1 --db "$db3"
+expect 2 "no results .* on device 'nope'" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --device nope --db "$db3"
+expect 1 "cannot write" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --db "$db3" --output "$work/no/such/dir/x.json"
+# The same problem tuned with the built-in template too: two template versions, pick one.
+"$AT" gemm --m 45 --n 39 --k 17 --budget 2 --db "$db3" >/dev/null 2>&1
+expect 2 "several template versions .*--template HASH" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --db "$db3"
+h=$("$AT" db list --table results --prefix "gemm/f32/nn/45x39x17|" --db "$db3" | grep "BM=16,BN=16," | head -1 | cut -d'|' -f3)
+expect 0 "^$" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --template "$h" --db "$db3" --output "$work/kt-export2.json"
+cmp -s "$kt" "$work/kt-export2.json" && ok "--template picks the recorded space" || bad "--template export differs"
 
 echo
 echo "$pass passed, $fail failed"

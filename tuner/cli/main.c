@@ -50,6 +50,8 @@ typedef struct opts {
     double budget_seconds;
     uint64_t seed;
     int force, json, list, help;
+    const char *problem, *device_key, *template_hash, *output; /* db export */
+    int kernel_tuner;
 } opts;
 
 typedef enum { OPT_INT, OPT_STR, OPT_FLAG, OPT_BUDGET, OPT_SEED, OPT_DEVICE } opt_kind;
@@ -669,10 +671,17 @@ static int cmd_devices(int argc, char **argv)
 static const char DB_HELP[] =
     "usage: autotune db list [--table best|results|binaries|meta] [--prefix P] [--db PATH]\n"
     "       autotune db show PREFIX [--db PATH]\n"
+    "       autotune db export --kernel-tuner --problem KEY [--device KEY] [--template HASH]\n"
+    "                          [--output FILE] [--db PATH]\n"
     "\n"
     "list prints the keys of a table (default: best, one line per tuned problem and device).\n"
     "show prints the best entries and every measurement whose key starts with PREFIX, e.g.\n"
-    "'gemm/f32/nn/1024x1024x1024'.\n";
+    "'gemm/f32/nn/1024x1024x1024'.\n"
+    "export --kernel-tuner writes every measurement of one problem (its key as `db list` shows\n"
+    "it, before the '|') as a Kernel Tuner cache JSON file (stdout without --output): the\n"
+    "recorded space, for Kernel Tuner's simulation mode and `autotune replay`. --device (a\n"
+    "device key) and --template (a template hash) pick one when the problem was tuned on\n"
+    "several; times are medians in ms, failed configs are named as Kernel Tuner names them.\n";
 
 static int print_key(void *user, const char *key, const char *value)
 {
@@ -693,6 +702,11 @@ static int cmd_db(int argc, char **argv)
     static const opt_spec specs[] = {{"db", OPT_STR, O(db), 0, 0},
                                      {"table", OPT_STR, O(table), 0, 0},
                                      {"prefix", OPT_STR, O(prefix), 0, 0},
+                                     {"kernel-tuner", OPT_FLAG, O(kernel_tuner), 0, 0},
+                                     {"problem", OPT_STR, O(problem), 0, 0},
+                                     {"device", OPT_STR, O(device_key), 0, 0},
+                                     {"template", OPT_STR, O(template_hash), 0, 0},
+                                     {"output", OPT_STR, O(output), 0, 0},
                                      {NULL, 0, 0, 0, 0}};
     opts o = {0};
     char *pos[2];
@@ -716,8 +730,18 @@ static int cmd_db(int argc, char **argv)
         s = at_db_visit(o.db, "best", pos[1], print_entry, "best    ", why, sizeof why);
         if (s == AT_OK)
             s = at_db_visit(o.db, "results", pos[1], print_entry, "result  ", why, sizeof why);
+    } else if (strcmp(pos[0], "export") == 0) {
+        if (npos != 1) return usage_error("db export takes no argument");
+        if (!o.kernel_tuner)
+            return usage_error(
+                "db export needs a format: --kernel-tuner (Kernel Tuner cache JSON)");
+        if (!o.problem)
+            return usage_error("db export needs --problem KEY, e.g. gemm/f32/nn/256x256x256");
+        s = at_db_export_kernel_tuner(o.db, o.problem, o.device_key, o.template_hash, o.output, why,
+                                      sizeof why);
+        if (s == AT_ERR_NOT_FOUND) return usage_error("%s", why); /* names nothing recorded */
     } else {
-        return usage_error("unknown db command '%s' (one of: list, show)", pos[0]);
+        return usage_error("unknown db command '%s' (one of: list, show, export)", pos[0]);
     }
     return s == AT_OK ? 0 : fail(s, why);
 }
@@ -733,7 +757,7 @@ static const char MAIN_HELP[] =
     "  gemm      tune one GEMM problem: autotune gemm --m 1024 --n 1024\n"
     "  space     count and list a template's tuning space: autotune space gemm\n"
     "  devices   list backends and devices, and why a backend is unavailable\n"
-    "  db        list or show the database's entries\n"
+    "  db        list, show or export the database's entries\n"
     "  replay    replay a search on a recorded space: autotune replay space.json.gz\n"
     "  version   print the version\n";
 

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""analyze.py — summarises benchmarks/search/run.sh's raw runs: evaluations until the best found
+is within 5 % and 1 % of each space's optimum, as a fraction of the space (median and 90th
+percentile over seeds), as Markdown tables, and a plot of best-so-far versus evaluations.
+
+    analyze.py OUTDIR        reads OUTDIR/raw/<space>/*.json, writes OUTDIR/summary.md,
+                             OUTDIR/summary.json and OUTDIR/best-so-far.png
+
+A run that never gets within the threshold counts as its budget (the evaluations it was
+allowed, at most the space): it is shown with a '>' in the tables.
+"""
+import glob
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+THRESHOLDS = (0.05, 0.01)
+
+
+def runs_of(outdir):
+    spaces = {}
+    for path in sorted(glob.glob(os.path.join(outdir, "raw", "*", "*.json"))):
+        space = os.path.basename(os.path.dirname(path))
+        if os.path.basename(path) == "meta.json":
+            continue
+        with open(os.path.join(os.path.dirname(path), "meta.json")) as f:
+            meta = json.load(f)  # the evaluation budget every run of this space was given
+        with open(path) as f:
+            try:
+                r = json.load(f)
+            except json.JSONDecodeError as e:
+                print(f"analyze: {path}: {e}", file=sys.stderr)
+                continue
+        if "error" in r or "trajectory" not in r:
+            print(f"analyze: {path}: {r.get('error', 'no trajectory')}", file=sys.stderr)
+            continue
+        r["budget"] = meta["budget"]
+        name = ("kt:" if r.get("tool") == "kernel_tuner" else "") + r["strategy"]
+        spaces.setdefault(space, {}).setdefault(name, []).append(r)
+    return spaces
+
+
+def evals_to(run, optimum, thr):
+    """(evaluations, reached) until best-so-far <= optimum * (1 + thr)."""
+    for evals, t in run["trajectory"]:
+        if t <= optimum * (1 + thr) * (1 + 1e-12):
+            return evals, True
+    return min(run["budget"], run["space"]), False
+
+
+def summarise(spaces):
+    summary = {}
+    for space, strategies in spaces.items():
+        for name, runs in strategies.items():
+            opt = runs[0]["optimum_time"]
+            size = runs[0]["space"]
+            entry = {"seeds": len(runs), "space": size, "budget": min(runs[0]["budget"], size)}
+            for thr in THRESHOLDS:
+                ev = [evals_to(r, opt, thr) for r in runs]
+                fr = np.array([e / size for e, _ in ev])
+                entry[f"{thr:g}"] = {
+                    "fractions": [float(x) for x in fr],
+                    "median_fraction": float(np.median(fr)),
+                    "p90_fraction": float(np.percentile(fr, 90)),
+                    "median_evals": float(np.median([e for e, _ in ev])),
+                    "reached": sum(ok for _, ok in ev),
+                }
+            summary.setdefault(space, {})[name] = entry
+    return summary
+
+
+def pct(x):
+    return f"{100 * x:.2g}%" if x < 0.1 else f"{100 * x:.0f}%"
+
+
+def tables(summary):
+    spaces = sorted(summary)
+    names = sorted({n for s in summary.values() for n in s}, key=lambda n: (n.startswith("kt:"), n))
+    out = []
+    for thr in THRESHOLDS:
+        key = f"{thr:g}"
+        out.append(f"\n### Evaluations until within {thr:.0%} of the optimum (fraction of the space)\n")
+        out.append("Each cell: median / 90th percentile over seeds; `>` where some seeds never got "
+                   "there within the budget (counted as the budget); (n/N) seeds that got there.\n")
+        out.append("| strategy | " + " | ".join(spaces) + " | median over spaces | median over all runs |")
+        out.append("|---" * (len(spaces) + 3) + "|")
+        for n in names:
+            cells, meds, every = [], [], []
+            for s in spaces:
+                e = summary[s].get(n)
+                if not e:
+                    cells.append("–")
+                    continue
+                m = e[key]
+                mark = ">" if m["reached"] < e["seeds"] else ""
+                cells.append(f"{pct(m['median_fraction'])} / {mark}{pct(m['p90_fraction'])} "
+                             f"({m['reached']}/{e['seeds']})")
+                meds.append(m["median_fraction"])
+                every += m["fractions"]
+            full = len(meds) == len(spaces)
+            med = pct(float(np.median(meds))) if full else "–"
+            allr = pct(float(np.median(every))) if full else "–"
+            out.append(f"| {n} | " + " | ".join(cells) + f" | {med} | {allr} |")
+    sizes = ", ".join(f"{s}: {summary[s][next(iter(summary[s]))]['space']} configs, budget "
+                      f"{summary[s][next(iter(summary[s]))]['budget']}" for s in spaces)
+    out.append(f"\nSpaces: {sizes}.\n")
+    return "\n".join(out)
+
+
+def plot(spaces, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({n for s in spaces.values() for n in s}, key=lambda n: (n.startswith("kt:"), n))
+    colors = {n: plt.cm.tab10(i % 10) for i, n in enumerate(names)}
+    cols = 3
+    rows = math.ceil(len(spaces) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4.2 * rows), squeeze=False)
+    for ax, space in zip(axes.flat, sorted(spaces)):
+        for name, runs in sorted(spaces[space].items()):
+            opt, size = runs[0]["optimum_time"], runs[0]["space"]
+            budget = min(runs[0]["budget"], size)
+            x = np.unique(np.round(np.geomspace(1, budget, 200)).astype(int))
+            curves = []
+            for r in runs:
+                y = np.full(x.shape, np.nan)
+                for evals, t in r["trajectory"]:
+                    y[x >= evals] = t / opt
+                curves.append(y)
+            med = np.nanmedian(np.array(curves), axis=0) if curves else x * np.nan
+            ax.plot(x, med, label=name, color=colors[name],
+                    linestyle="--" if name.startswith("kt:") else "-")
+        ax.axhline(1.05, color="grey", linewidth=0.6, linestyle=":")
+        ax.set_xscale("log")
+        ax.set_ylim(0.99, 2.0)
+        ax.set_title(f"{space} ({size} configs)", fontsize=9)
+        ax.set_xlabel("evaluations")
+        ax.set_ylabel("best so far / optimum (median over seeds)")
+    for ax in list(axes.flat)[len(spaces):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    outdir = sys.argv[1]
+    spaces = runs_of(outdir)
+    if not spaces:
+        print(f"analyze: no runs under {outdir}/raw", file=sys.stderr)
+        sys.exit(1)
+    summary = summarise(spaces)
+    with open(os.path.join(outdir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+    md = tables(summary)
+    with open(os.path.join(outdir, "summary.md"), "w") as f:
+        f.write("# Strategy benchmark\n" + md + "\n")
+    plot(spaces, os.path.join(outdir, "best-so-far.png"))
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
