@@ -315,7 +315,7 @@ static const struct target *find_target(const char *arch)
             t = &g_targets[i];
     for (const char *p = arch + base; t && *p;) {
         p++; /* the ':' */
-        size_t n = strcspn(p, ":");
+        size_t n = strcspn(p, ":+-");
         bool feature = (n == 7 && strncmp(p, "sramecc", 7) == 0) ||
                        (n == 5 && strncmp(p, "xnack", 5) == 0);
         if (!feature || (p[n] != '+' && p[n] != '-')) return NULL;
@@ -664,8 +664,12 @@ static char *program_log(hiprtcProgram prog)
     return log;
 }
 
-/* The fixed options, then the caller's split on white space (its values hold no spaces). */
-static const char **build_options(const char *arch_opt, char *user, int *argc)
+/* The fixed options, then the caller's split on white space (its values hold no spaces). The
+ * caller's -D options are not passed on but moved into *defines as #define lines to put before
+ * the source: hipRTC on ROCm 5 pre-includes the HIP headers, and a -D of a name those headers
+ * use (a template parameter named V, say) would break them; in the source, after them, it
+ * cannot. (ROCm 6 and later behave the same with either form.) */
+static const char **build_options(const char *arch_opt, char *user, int *argc, char **defines)
 {
     static const char *const fixed[] = {"-O3", "-std=c++17"};
     size_t nfixed = sizeof fixed / sizeof fixed[0];
@@ -675,10 +679,27 @@ static const char **build_options(const char *arch_opt, char *user, int *argc)
     int n = 0;
     argv[n++] = arch_opt;
     for (size_t i = 0; i < nfixed; i++) argv[n++] = fixed[i];
+    size_t dcap = strlen(user) * 2 + 64, dlen = 0;
+    char *defs = malloc(dcap);
+    if (!defs) {
+        free(argv);
+        return NULL;
+    }
+    defs[0] = '\0';
     char *save = NULL;
-    for (char *tok = strtok_r(user, " \t\r\n", &save); tok; tok = strtok_r(NULL, " \t\r\n", &save))
-        argv[n++] = tok;
+    for (char *tok = strtok_r(user, " \t\r\n", &save); tok;
+         tok = strtok_r(NULL, " \t\r\n", &save)) {
+        if (strncmp(tok, "-D", 2) != 0 || !tok[2]) {
+            argv[n++] = tok;
+            continue;
+        }
+        const char *eq = strchr(tok + 2, '=');
+        int name_len = eq ? (int)(eq - tok - 2) : (int)strlen(tok + 2);
+        dlen += (size_t)snprintf(defs + dlen, dcap - dlen, "#define %.*s %s\n", name_len, tok + 2,
+                                 eq ? eq + 1 : "1");
+    }
     *argc = n;
+    *defines = defs;
     return argv;
 }
 
@@ -694,20 +715,23 @@ static at_status hip_compile(at_bdev *d, const char *src, const char *options,
     char arch_opt[96], file[128];
     snprintf(arch_opt, sizeof arch_opt, "--offload-arch=%s", d->arch);
     snprintf(file, sizeof file, "%s.hip", kernel_name);
-    char *user = at_strdup(options ? options : "");
+    char *user = at_strdup(options ? options : ""), *defines = NULL, *full = NULL;
     int argc = 0;
-    const char **argv = user ? build_options(arch_opt, user, &argc) : NULL;
+    const char **argv = user ? build_options(arch_opt, user, &argc, &defines) : NULL;
+    if (argv) full = at_asprintf("%s#line 1\n%s", defines, src);
     at_bprog *p = prog_new(d, kernel_name);
-    if (!argv || !p) {
+    if (!full || !p) {
         free(user);
         free(argv);
+        free(defines);
+        free(full);
         free(p);
         return at_fail(AT_ERR_NO_MEMORY, "out of memory compiling %s", kernel_name);
     }
 
     hiprtcProgram prog = NULL;
     at_status s = AT_OK;
-    hiprtcResult r = rtc.hiprtcCreateProgram(&prog, src, file, 0, NULL, NULL);
+    hiprtcResult r = rtc.hiprtcCreateProgram(&prog, full, file, 0, NULL, NULL);
     if (r != AT_HIPRTC_SUCCESS) {
         prog = NULL;
         s = rtc_fail(AT_ERR_COMPILE, "hiprtcCreateProgram", r);
@@ -753,6 +777,8 @@ done:
     if (prog) rtc.hiprtcDestroyProgram(&prog);
     free(argv);
     free(user);
+    free(defines);
+    free(full);
     if (s != AT_OK) {
         hip_program_free(p);
         return s;
