@@ -152,8 +152,14 @@ AT_HD int at_acc_row(const at_mfma_cfg *c, const int lane, const int r)
 }
 AT_HD int at_acc_col(const at_mfma_cfg *c, const int lane) { return lane % c->mfma; }
 /* The wave tile's origin within the block tile. */
-AT_HD int at_wave_m0(const at_mfma_cfg *c, const int wave) { return (wave % (c->bm / c->wm)) * c->wm; }
-AT_HD int at_wave_n0(const at_mfma_cfg *c, const int wave) { return (wave / (c->bm / c->wm)) * c->wn; }
+AT_HD int at_wave_m0(const at_mfma_cfg *c, const int wave)
+{
+    return (wave % (c->bm / c->wm)) * c->wm;
+}
+AT_HD int at_wave_n0(const at_mfma_cfg *c, const int wave)
+{
+    return (wave / (c->bm / c->wm)) * c->wn;
+}
 
 #ifndef AT_MFMA_HOST
 /* ---- derived constants ----------------------------------------------------------------------- */

@@ -18,6 +18,15 @@
  * want a plain literal. The templates pass tuning expressions on purpose. */
 #pragma clang diagnostic ignored "-Wcuda-compat"
 
+/* Kernels without their own bound get __launch_bounds__(256) (through the CUDA preamble's
+ * AT_MAX_THREADS): HIP otherwise assumes blocks of 1024 threads and caps every kernel at 128
+ * VGPRs, so register-heavy configurations spill. The bound is in the code object's metadata
+ * (max_flat_workgroup_size), so a candidate launched with more threads is rejected before launch,
+ * never run. The portable GEMM's GPU space uses at most 256 threads. */
+#ifndef AT_MAX_THREADS
+#define AT_MAX_THREADS 256
+#endif
+
 #include "cuda.h"
 
 #endif

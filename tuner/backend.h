@@ -1,4 +1,4 @@
-/* backend.h — the one vtable every device backend implements (OpenCL now; CUDA, HIP next).
+/* backend.h — the one vtable every device backend implements (CUDA, HIP, OpenCL).
  * Backends know nothing of the search or the database; the pipeline knows no vendor. */
 #ifndef AT_BACKEND_H
 #define AT_BACKEND_H

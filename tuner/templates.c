@@ -44,7 +44,8 @@ static at_status inline_preamble_include(char **pre)
     char *at = strstr(*pre, marker);
     if (!at) return AT_OK;
     char *name = at + sizeof marker - 1, *end = strchr(name, '"');
-    if (!end || (size_t)(end - name) >= 64) return at_fail(AT_ERR_TEMPLATE, "bad #include in a preamble");
+    if (!end || (size_t)(end - name) >= 64)
+        return at_fail(AT_ERR_TEMPLATE, "bad #include in a preamble");
     char file[64], *base = NULL;
     size_t blen = 0;
     memcpy(file, name, (size_t)(end - name));

@@ -63,8 +63,8 @@ static void test_no_device_is_unavailable_with_a_reason(void **state)
 static void test_bad_targets(void **state)
 {
     (void)state;
-    const char *bad[] = {"gfx90b", "sm_80", "gfx90a:foo+", "gfx90a:xnack", "gfx90a:", "gfx",
-                         "gfx90a:sramecc+:", ""};
+    const char *bad[] = {"gfx90b",  "sm_80", "gfx90a:foo+",      "gfx90a:xnack",
+                         "gfx90a:", "gfx",   "gfx90a:sramecc+:", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         at_bdev *d = NULL;
         assert_int_equal(B->open_target(bad[i], NULL, &d), AT_ERR_INVALID_ARG);
@@ -150,18 +150,18 @@ static void test_compile_errors(void **state)
     at_bdev *d = open_or_skip("gfx90a", NULL);
     at_bprog *p = NULL;
     char *log = NULL;
-    assert_int_equal(B->compile(d, "extern \"C\" __global__ void k(float *x) { x[0] = y; }", "",
-                                "k", &p, &log),
-                     AT_ERR_COMPILE);
+    assert_int_equal(
+        B->compile(d, "extern \"C\" __global__ void k(float *x) { x[0] = y; }", "", "k", &p, &log),
+        AT_ERR_COMPILE);
     assert_null(p);
     assert_non_null(log);
     assert_non_null(strstr(log, "error"));
     assert_non_null(strstr(at_errmsg(), "gfx90a"));
     free(log);
     /* Not extern "C": the mangled name is not the kernel's, which the metadata shows. */
-    assert_int_equal(B->compile(d, "__global__ void k(float *x) { x[0] = 1.0f; }", "", "k", &p,
-                                NULL),
-                     AT_ERR_COMPILE);
+    assert_int_equal(
+        B->compile(d, "__global__ void k(float *x) { x[0] = 1.0f; }", "", "k", &p, NULL),
+        AT_ERR_COMPILE);
     assert_non_null(strstr(at_errmsg(), "extern \"C\""));
     /* Options reach the compiler. */
     assert_int_equal(B->compile(d,
@@ -205,8 +205,13 @@ static void test_crashing_targets_are_refused(void **state)
 static void test_resources_from_metadata(void **state)
 {
     (void)state;
-    at_amdgpu_kernel_meta m = {.vgprs = 100, .agprs = 28, .sgprs = 40, .vgpr_spills = 3,
-                               .sgpr_spills = 9, .lds_bytes = 4096, .scratch_bytes = 12,
+    at_amdgpu_kernel_meta m = {.vgprs = 100,
+                               .agprs = 28,
+                               .sgprs = 40,
+                               .vgpr_spills = 3,
+                               .sgpr_spills = 9,
+                               .lds_bytes = 4096,
+                               .scratch_bytes = 12,
                                .max_flat_wg = 256};
     at_resources r;
     at_amdgpu_meta_resources(&m, &r);

@@ -53,8 +53,14 @@ typedef struct prob {
     float *a, *b, *c; /* as laid out in memory; lda = ta ? m : k, ldb = tb ? k : n, ldc = n */
 } prob;
 
-static float a_at(const prob *p, int i, int q) { return p->ta ? p->a[q * p->m + i] : p->a[i * p->k + q]; }
-static float b_at(const prob *p, int q, int j) { return p->tb ? p->b[j * p->k + q] : p->b[q * p->n + j]; }
+static float a_at(const prob *p, int i, int q)
+{
+    return p->ta ? p->a[q * p->m + i] : p->a[i * p->k + q];
+}
+static float b_at(const prob *p, int q, int j)
+{
+    return p->tb ? p->b[j * p->k + q] : p->b[q * p->n + j];
+}
 
 /* Runs every block of the grid; C = 2 * op(A) op(B) + 0.5 * C. Returns 0, or -1 with why. */
 static int emulate(const at_mfma_cfg *c, prob *p, char *why, size_t whylen)
@@ -66,7 +72,8 @@ static int emulate(const at_mfma_cfg *c, prob *p, char *why, size_t whylen)
         snprintf(why, whylen, "threads %d != %d", threads, c->threads);
         return -1;
     }
-    float *sa = malloc(sizeof(float) * c->bm * c->ldk), *sb = malloc(sizeof(float) * c->bn * c->ldk);
+    float *sa = malloc(sizeof(float) * c->bm * c->ldk),
+          *sb = malloc(sizeof(float) * c->bn * c->ldk);
     float *acc = calloc((size_t)waves * tm * tn * 64 * nacc, sizeof(float));
     float fa[64 * 4], fb[64 * 4];
     int *hits = calloc((size_t)c->bm * c->bn, sizeof(int));
@@ -99,10 +106,12 @@ static int emulate(const at_mfma_cfg *c, prob *p, char *why, size_t whylen)
                                     for (int t = 0; t < c->kl; t++) {
                                         int kq = ks * ki + at_frag_k(c, l, t);
                                         fa[l * 4 + t] =
-                                            sa[(wm0 + i * c->mfma + at_frag_rc(c, l)) * c->ldk + kq];
+                                            sa[(wm0 + i * c->mfma + at_frag_rc(c, l)) * c->ldk +
+                                               kq];
                                         int lb = g_bug == 1 ? l ^ 1 : l;
                                         fb[l * 4 + t] =
-                                            sb[(wn0 + j * c->mfma + at_frag_rc(c, lb)) * c->ldk + kq];
+                                            sb[(wn0 + j * c->mfma + at_frag_rc(c, lb)) * c->ldk +
+                                               kq];
                                     }
                                 hw_mfma(c->mfma, c->kl, fa, fb,
                                         acc + (((size_t)w * tm + i) * tn + j) * 64 * nacc);
@@ -126,7 +135,8 @@ static int emulate(const at_mfma_cfg *c, prob *p, char *why, size_t whylen)
                                 hits[ti * c->bn + tj]++;
                                 int gi = bi * c->bm + ti, gj = bj * c->bn + tj;
                                 if (gi >= p->m || gj >= p->n) continue;
-                                float v = acc[((((size_t)w * tm + i) * tn + j) * 64 + l) * nacc + r];
+                                float v =
+                                    acc[((((size_t)w * tm + i) * tn + j) * 64 + l) * nacc + r];
                                 p->c[gi * p->n + gj] = 2.0f * v + 0.5f * p->c[gi * p->n + gj];
                             }
             for (int x = 0; x < c->bm * c->bn && !rc; x++)
@@ -147,13 +157,22 @@ static int emulate(const at_mfma_cfg *c, prob *p, char *why, size_t whylen)
 static int check_config(const at_mfma_cfg *c, int m, int n, int k, int ta, int tb, char *why,
                         size_t whylen)
 {
-    prob p = {m, n, k, ta, tb, malloc(sizeof(float) * m * k), malloc(sizeof(float) * k * n),
+    prob p = {m,
+              n,
+              k,
+              ta,
+              tb,
+              malloc(sizeof(float) * m * k),
+              malloc(sizeof(float) * k * n),
               malloc(sizeof(float) * m * n)};
     float *ref = malloc(sizeof(float) * m * n);
     uint32_t s = 12345u + (uint32_t)(m * 7 + n * 3 + k);
-    for (int x = 0; x < m * k; x++) p.a[x] = (float)((int)((s = s * 1664525u + 1013904223u) >> 29) - 4);
-    for (int x = 0; x < k * n; x++) p.b[x] = (float)((int)((s = s * 1664525u + 1013904223u) >> 29) - 4);
-    for (int x = 0; x < m * n; x++) p.c[x] = (float)((int)((s = s * 1664525u + 1013904223u) >> 29) - 4);
+    for (int x = 0; x < m * k; x++)
+        p.a[x] = (float)((int)((s = s * 1664525u + 1013904223u) >> 29) - 4);
+    for (int x = 0; x < k * n; x++)
+        p.b[x] = (float)((int)((s = s * 1664525u + 1013904223u) >> 29) - 4);
+    for (int x = 0; x < m * n; x++)
+        p.c[x] = (float)((int)((s = s * 1664525u + 1013904223u) >> 29) - 4);
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             double d = 0;
@@ -180,8 +199,9 @@ static at_mfma_cfg cfg_of(const at_space *sp, const int64_t *cfg, int ta, int tb
     const char *names[] = {"BM", "BN", "BK", "WM", "WN", "MFMA", "KL", "PAD", "THREADS"};
     int64_t v[9];
     for (int i = 0; i < 9; i++) assert_int_equal(at_space_value(sp, cfg, names[i], &v[i]), AT_OK);
-    return (at_mfma_cfg){(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5],
-                         (int)v[6], (int)(v[2] + 4 * v[7]), (int)v[8], ta, tb};
+    return (at_mfma_cfg){(int)v[0], (int)v[1], (int)v[2], (int)v[3],
+                         (int)v[4], (int)v[5], (int)v[6], (int)(v[2] + 4 * v[7]),
+                         (int)v[8], ta,        tb};
 }
 
 static void run_space(const char *arch, at_dtype dt)
@@ -211,7 +231,8 @@ static void run_space(const char *arch, at_dtype dt)
     /* The defaults on several blocks and K steps, every layout. */
     for (size_t d = 0; d < t->space->ndefaults; d++)
         for (int l = 0; l < 4; l++) {
-            at_mfma_cfg c = cfg_of(t->space, t->space->defaults + d * t->space->nparams, l & 1, l >> 1);
+            at_mfma_cfg c =
+                cfg_of(t->space, t->space->defaults + d * t->space->nparams, l & 1, l >> 1);
             if (check_config(&c, 300, 190, 100, l & 1, l >> 1, why, sizeof why) != 0)
                 fail_msg("%s %s default %zu: %s", arch, at_dtype_name(dt), d, why);
         }

@@ -177,7 +177,7 @@ static void cu_load_once(void)
     void *lib = at_dl_open("AUTOTUNE_CUDA_LIBRARY", names, 1, &used, g_cu_why, sizeof g_cu_why);
     if (!lib) return;
 #define AT_CU_LOAD(field, sym, ret, params)                                                        \
-    if (at_dl_symbol(lib, used, sym, &cu.field, g_cu_why, sizeof g_cu_why) != 0) {                  \
+    if (at_dl_symbol(lib, used, sym, &cu.field, g_cu_why, sizeof g_cu_why) != 0) {                 \
         memset(&cu, 0, sizeof cu);                                                                 \
         dlclose(lib);                                                                              \
         return;                                                                                    \
@@ -227,7 +227,7 @@ static void nv_load_once(void)
     void *lib = at_dl_open("AUTOTUNE_NVRTC_LIBRARY", names, 2, &used, g_nv_why, sizeof g_nv_why);
     if (!lib) return;
 #define AT_NV_LOAD(field, sym, ret, params)                                                        \
-    if (at_dl_symbol(lib, used, sym, &nv.field, g_nv_why, sizeof g_nv_why) != 0) {                  \
+    if (at_dl_symbol(lib, used, sym, &nv.field, g_nv_why, sizeof g_nv_why) != 0) {                 \
         memset(&nv, 0, sizeof nv);                                                                 \
         dlclose(lib);                                                                              \
         return;                                                                                    \

@@ -170,8 +170,8 @@ static int g_runtime_version; /* HIP_VERSION: major * 10^7 + minor * 10^5 + patc
 
 static void hip_load_once(void)
 {
-    static const char *const names[] = {"libamdhip64.so.7", "libamdhip64.so.6",
-                                        "libamdhip64.so.5", "libamdhip64.so"};
+    static const char *const names[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5",
+                                        "libamdhip64.so"};
     const char *used = NULL;
     void *lib = at_dl_open("AUTOTUNE_HIP_LIBRARY", names, sizeof names / sizeof names[0], &used,
                            g_hip_why, sizeof g_hip_why);
@@ -188,8 +188,7 @@ static void hip_load_once(void)
     char buf[32];
     hipError_t r = hip.hipInit(0);
     if (r != 0) { /* no device, no amdgpu kernel driver, no access to /dev/kfd... */
-        snprintf(g_hip_why, sizeof g_hip_why, "hipInit failed: %s (%s)", hip_errname(r, buf),
-                 used);
+        snprintf(g_hip_why, sizeof g_hip_why, "hipInit failed: %s (%s)", hip_errname(r, buf), used);
         return;
     }
     if (hip.hipRuntimeGetVersion(&g_runtime_version) != 0) g_runtime_version = 0;
@@ -295,13 +294,13 @@ static const struct target {
     int64_t lds;
     int64_t regs;
 } g_targets[] = {
-    {"gfx908", 64, 65536, 256 * 64 * 4},  {"gfx90a", 64, 65536, 512 * 64 * 4},
-    {"gfx940", 64, 65536, 512 * 64 * 4},  {"gfx941", 64, 65536, 512 * 64 * 4},
-    {"gfx942", 64, 65536, 512 * 64 * 4},  {"gfx1030", 32, 65536, 0},
+    {"gfx908", 64, 65536, 256 * 64 * 4}, {"gfx90a", 64, 65536, 512 * 64 * 4},
+    {"gfx940", 64, 65536, 512 * 64 * 4}, {"gfx941", 64, 65536, 512 * 64 * 4},
+    {"gfx942", 64, 65536, 512 * 64 * 4}, {"gfx1030", 32, 65536, 0},
     {"gfx1100", 32, 65536, 0},
 };
 #define AT_TARGETS_TEXT                                                                            \
-    "gfx908, gfx90a, gfx940, gfx941, gfx942, gfx1030, gfx1100, each optionally with feature "     \
+    "gfx908, gfx90a, gfx940, gfx941, gfx942, gfx1030, gfx1100, each optionally with feature "      \
     "suffixes such as :sramecc+:xnack-"
 
 /* The entry for arch ("gfx90a:sramecc+:xnack-": processor, then :feature+ or :feature-), or
@@ -316,8 +315,8 @@ static const struct target *find_target(const char *arch)
     for (const char *p = arch + base; t && *p;) {
         p++; /* the ':' */
         size_t n = strcspn(p, ":+-");
-        bool feature = (n == 7 && strncmp(p, "sramecc", 7) == 0) ||
-                       (n == 5 && strncmp(p, "xnack", 5) == 0);
+        bool feature =
+            (n == 7 && strncmp(p, "sramecc", 7) == 0) || (n == 5 && strncmp(p, "xnack", 5) == 0);
         if (!feature || (p[n] != '+' && p[n] != '-')) return NULL;
         p += n + 1;
         if (*p && *p != ':') return NULL;
@@ -327,7 +326,8 @@ static const struct target *find_target(const char *arch)
 
 /* ---- the crash probe ---------------------------------------------------------------------- */
 
-static const char g_probe_src[] = "extern \"C\" __global__ void at_probe(float *x) { x[0] = 1.0f; }";
+static const char g_probe_src[] =
+    "extern \"C\" __global__ void at_probe(float *x) { x[0] = 1.0f; }";
 
 /* Compiles a trivial kernel for arch in a child process, once per target per process: AT_OK if
  * it compiled; AT_ERR_UNSUPPORTED if hipRTC crashed or refused the target. */
@@ -429,8 +429,8 @@ static at_status device_arch(int idx, char *dst, size_t cap)
     pthread_mutex_unlock(&mu);
     if (r != 0) return hip_fail(AT_ERR_NO_DEVICE, "hipGetDeviceProperties", r);
     if (strncmp(dst, "gfx", 3) != 0)
-        return at_fail(AT_ERR_NO_DEVICE, "HIP device %d reports no gfx architecture ('%.32s')",
-                       idx, dst);
+        return at_fail(AT_ERR_NO_DEVICE, "HIP device %d reports no gfx architecture ('%.32s')", idx,
+                       dst);
     return AT_OK;
 }
 
@@ -639,8 +639,9 @@ static at_status load_module(at_bprog *p)
     if (r != 0) {
         p->module = NULL;
         char buf[32];
-        return at_fail(AT_ERR_COMPILE, "HIP hipModuleLoadData (%zu-byte code object, device %s) "
-                                       "failed: %s",
+        return at_fail(AT_ERR_COMPILE,
+                       "HIP hipModuleLoadData (%zu-byte code object, device %s) "
+                       "failed: %s",
                        p->code_len, d->arch, hip_errname(r, buf));
     }
     r = hip.hipModuleGetFunction(&p->fn, p->module, p->name);
@@ -793,8 +794,7 @@ static at_status hip_program_binary(at_bprog *p, void **bin, size_t *len)
     *len = 0;
     if (!p || !p->code) return at_fail(AT_ERR_INVALID_ARG, "program_binary: no program");
     void *copy = malloc(p->code_len);
-    if (!copy)
-        return at_fail(AT_ERR_NO_MEMORY, "out of memory for a %zu-byte binary", p->code_len);
+    if (!copy) return at_fail(AT_ERR_NO_MEMORY, "out of memory for a %zu-byte binary", p->code_len);
     memcpy(copy, p->code, p->code_len);
     *bin = copy;
     *len = p->code_len;

@@ -72,7 +72,8 @@ static const unsigned char *find_note(const unsigned char *elf, size_t len, size
 static int key_is(const msgpack_object *k, const char *s)
 {
     size_t n = strlen(s);
-    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, s, n) == 0;
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+           memcmp(k->via.str.ptr, s, n) == 0;
 }
 
 /* The value of key in map m, or NULL. */
