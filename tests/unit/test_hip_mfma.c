@@ -2,8 +2,9 @@
  * index functions (staging, operand fragments, accumulator layout, wave origins) drive an
  * emulated block, whose MFMA instructions follow an independent model of the hardware's operand
  * and result layouts (AMD CDNA ISA), and the result must equal a reference GEMM. Every
- * configuration of the space for gfx90a and gfx908 (both operand geometries) runs on an awkward
- * shape, the layouts taking turns; the
+ * configuration of the space for gfx90a and gfx908 (both operand geometries; every 8th in the
+ * default run, all with --all under ctest -L slow) runs on an awkward shape, the layouts taking
+ * turns; the
  * default configurations also on a shape of several blocks and K steps, in every layout.
  * There is no AMD GPU here: this is the only check of the kernel's data movement. */
 #include <setjmp.h>
@@ -204,6 +205,10 @@ static at_mfma_cfg cfg_of(const at_space *sp, const int64_t *cfg, int ta, int tb
                          (int)v[8], ta,        tb};
 }
 
+/* 1 (`test_hip_mfma --all`, under ctest -L slow): every configuration; else every 8th, so the
+ * default run (and its sanitizer build) stays short. */
+static int g_all;
+
 static void run_space(const char *arch, at_dtype dt)
 {
     at_template *t = NULL;
@@ -218,9 +223,10 @@ static void run_space(const char *arch, at_dtype dt)
     assert_int_equal(at_space_enumerate(t->space, &configs, NULL, &n), AT_OK);
     assert_true(n >= 200 && n <= 1000); /* a few hundred, so the whole-space compile is feasible */
     char why[256], buf[256];
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i += g_all ? 1 : 8) {
         const int64_t *cfg = configs + i * t->space->nparams;
-        int ta = (int)(i & 1), tb = (int)((i >> 1) & 1); /* every layout across the space */
+        size_t turn = g_all ? i : i / 8;
+        int ta = (int)(turn & 1), tb = (int)((turn >> 1) & 1); /* the layouts take turns */
         at_mfma_cfg c = cfg_of(t->space, cfg, ta, tb);
         assert_int_equal(c.kl, dt == AT_DTYPE_BF16 && strcmp(arch, "gfx908") == 0 ? 2 : 4);
         if (check_config(&c, 37, 45, 20, ta, tb, why, sizeof why) != 0) {
@@ -270,8 +276,9 @@ static void test_emulation_catches_a_wrong_layout(void **state)
     assert_int_not_equal(check_config(&c, 40, 50, 30, 0, 0, why, sizeof why), 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    g_all = argc > 1 && strcmp(argv[1], "--all") == 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_space_gfx90a),
         cmocka_unit_test(test_space_gfx908),

@@ -975,8 +975,12 @@ static at_status hip_finish(at_bdev *d)
     return r == 0 ? AT_OK : hip_fail(AT_ERR_LAUNCH, "hipStreamSynchronize", r);
 }
 
-/* HIP has no context object to hand out: the device ordinal stands for it. */
-static void *hip_native_context(at_bdev *d) { return d ? (void *)(intptr_t)d->idx : NULL; }
+/* HIP has no context object to hand out (the device is the calling thread's current one). */
+static void *hip_native_context(at_bdev *d)
+{
+    (void)d;
+    return NULL;
+}
 static void *hip_native_queue(at_bdev *d) { return d ? (void *)d->stream : NULL; }
 
 const at_backend_ops at_hip_backend = {
