@@ -130,34 +130,27 @@ static struct {
 
 /* ---- error names -------------------------------------------------------------------------- */
 
-static const char *hip_errname(hipError_t r, char buf[32])
+/* The library's own name for error r ("hipErrorInvalidDevice"), else "<api> error <r>". Both
+ * libraries number their errors as int. */
+static const char *errname(const char *(*name_of)(int), const char *api, int r, char buf[32])
 {
-    const char *s = hip.hipGetErrorName ? hip.hipGetErrorName(r) : NULL;
+    const char *s = name_of ? name_of(r) : NULL;
     if (s) return s;
-    snprintf(buf, 32, "HIP error %d", (int)r);
+    snprintf(buf, 32, "%s error %d", api, r);
     return buf;
 }
+#define hip_errname(r, buf) errname(hip.hipGetErrorName, "HIP", (r), (buf))
+#define rtc_errname(r, buf) errname(rtc.hiprtcGetErrorString, "hipRTC", (r), (buf))
 
-/* A failed runtime call: status s, message "HIP <call> failed: <hipErrorName>". */
-static at_status hip_fail(at_status s, const char *call, hipError_t r)
+/* A failed call: status s, message "<api> <call> failed: <error name>". */
+static at_status api_fail(at_status s, const char *(*name_of)(int), const char *api,
+                          const char *call, int r)
 {
     char buf[32];
-    return at_fail(s, "HIP %s failed: %s", call, hip_errname(r, buf));
+    return at_fail(s, "%s %s failed: %s", api, call, errname(name_of, api, r, buf));
 }
-
-static const char *rtc_errname(hiprtcResult r, char buf[32])
-{
-    const char *s = rtc.hiprtcGetErrorString ? rtc.hiprtcGetErrorString(r) : NULL;
-    if (s) return s;
-    snprintf(buf, 32, "hipRTC error %d", (int)r);
-    return buf;
-}
-
-static at_status rtc_fail(at_status s, const char *call, hiprtcResult r)
-{
-    char buf[32];
-    return at_fail(s, "hipRTC %s failed: %s", call, rtc_errname(r, buf));
-}
+#define hip_fail(s, call, r) api_fail((s), hip.hipGetErrorName, "HIP", (call), (r))
+#define rtc_fail(s, call, r) api_fail((s), rtc.hiprtcGetErrorString, "hipRTC", (call), (r))
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
