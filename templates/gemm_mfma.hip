@@ -249,8 +249,10 @@ KERNEL __launch_bounds__(THREADS) void gemm_mfma(const int M, const int N, const
                                                  unsigned short *C, const int ldc)
 {
     constexpr at_mfma_cfg cfg = {BM, BN, BK, WM, WN, MFMA, KL, LDK, THREADS, TA, TB};
-    LOCAL short sa[2][BM * LDK];
-    LOCAL short sb[2][BN * LDK];
+    /* 16-byte aligned: operands are read as 8-byte (KL = 4) or 4-byte (KL = 2) vectors, whose
+     * offsets are multiples of their size (LDK and KI are multiples of 4 elements). */
+    alignas(16) LOCAL short sa[2][BM * LDK];
+    alignas(16) LOCAL short sb[2][BN * LDK];
 
     const int tid = LOCAL_ID(0);
     const int lane = tid % 64, wave = tid / 64;
