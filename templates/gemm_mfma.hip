@@ -44,7 +44,9 @@
  * Tuning parameters (-D; constraints in gemm_mfma.yaml): BM, BN (block tile), BK (K step, a
  * multiple of the instruction's K), WM, WN (wave tile, multiples of MFMA), MFMA (16 or 32), PAD.
  * Problem defines: TA, TB, EDGE_M/N/K, DT (0 f16, 1 bf16), BF16_1K, IDX64 (64-bit offsets).
- * Launch: local = [64 * WAVES, 1], global = [ceil(n/BN) * local0, ceil(m/BM)].
+ * Launch: local = [64 * WAVES, 1], global = [ceil(n/BN) * local0, ceil(m/BM)]. The space
+ * defines AT_MAX_THREADS = THREADS, so KERNEL carries __launch_bounds__(THREADS): without it HIP
+ * assumes 1024-thread blocks and caps the kernel at 128 VGPRs, and large wave tiles spill.
  *
  * Defining AT_MFMA_HOST before including this file gives only the index functions, as plain C,
  * for the host emulation test. */
@@ -240,13 +242,10 @@ INLINE unsigned short at_from_f32(const float f)
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
-/* __launch_bounds__ tells the compiler the real block size: without it HIP assumes 1024 threads
- * and caps a kernel at 128 VGPRs, which would spill the larger wave tiles. */
-KERNEL __launch_bounds__(THREADS) void gemm_mfma(const int M, const int N, const int K,
-                                                 const float alpha, const float beta,
-                                                 const unsigned short *RESTRICT A, const int lda,
-                                                 const unsigned short *RESTRICT B, const int ldb,
-                                                 unsigned short *C, const int ldc)
+KERNEL void gemm_mfma(const int M, const int N, const int K, const float alpha, const float beta,
+                      const unsigned short *RESTRICT A, const int lda,
+                      const unsigned short *RESTRICT B, const int ldb, unsigned short *C,
+                      const int ldc)
 {
     constexpr at_mfma_cfg cfg = {BM, BN, BK, WM, WN, MFMA, KL, LDK, THREADS, TA, TB};
     /* 16-byte aligned: operands are read as 8-byte (KL = 4) or 4-byte (KL = 2) vectors, whose

@@ -8,7 +8,7 @@
 
 /* One kernel's entry of amdhsa.kernels. Fields the note lacks are -1. */
 typedef struct at_amdgpu_kernel_meta {
-    int64_t vgprs;          /* .vgpr_count: architectural VGPRs per work-item */
+    int64_t vgprs;          /* .vgpr_count: VGPRs per work-item, AGPRs included on gfx90a+ */
     int64_t agprs;          /* .agpr_count: accumulation VGPRs (gfx90a and later; -1 before) */
     int64_t sgprs;          /* .sgpr_count: per wave */
     int64_t vgpr_spills;    /* .vgpr_spill_count: VGPRs spilled to scratch */
@@ -27,11 +27,12 @@ typedef struct at_amdgpu_kernel_meta {
 int at_amdgpu_read_meta(const void *elf, size_t len, const char *name, at_amdgpu_kernel_meta *out,
                         char *why, size_t whylen);
 
-/* The resources the pipeline checks, from the metadata: registers = VGPRs + AGPRs (the unified
- * register file of gfx90a and later; AGPRs are counted even on gfx908, where they are a separate
- * file, so the figure is an upper bound there), spill_bytes = 4 x spilled VGPRs (scratch traffic;
- * SGPRs spill into VGPR lanes, which is cheap, so they do not count), shared_bytes = LDS,
- * local_bytes = scratch, max_threads = max flat work-group size. */
+/* The resources the pipeline checks, from the metadata: registers = .vgpr_count, which is
+ * already the whole per-lane register use (LLVM: on gfx90a and later the unified file, arch
+ * VGPRs rounded to 4 plus AGPRs; on gfx908 the larger of the two separate files), spill_bytes =
+ * 4 x spilled VGPRs (scratch traffic; SGPRs spill into VGPR lanes, which is cheap, so they do
+ * not count), shared_bytes = LDS, local_bytes = scratch, max_threads = max flat work-group
+ * size. */
 void at_amdgpu_meta_resources(const at_amdgpu_kernel_meta *m, at_resources *out);
 
 #endif
