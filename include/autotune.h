@@ -152,7 +152,8 @@ const char *at_context_last_error(const at_context *ctx);
 const char *at_context_backend(const at_context *ctx);
 const char *at_context_device_name(const at_context *ctx);
 const char *at_context_device_key(const at_context *ctx);
-/* The backend's native handles: OpenCL cl_context and cl_command_queue. */
+/* The backend's native handles: OpenCL cl_context and cl_command_queue; CUDA CUcontext and
+ * CUstream; HIP NULL (no context object) and hipStream_t. */
 void *at_context_native_context(const at_context *ctx);
 void *at_context_native_queue(const at_context *ctx);
 

@@ -1,4 +1,4 @@
-/* backend.h — the one vtable every device backend implements (OpenCL now; CUDA, HIP next).
+/* backend.h — the one vtable every device backend implements (CUDA, HIP, OpenCL).
  * Backends know nothing of the search or the database; the pipeline knows no vendor. */
 #ifndef AT_BACKEND_H
 #define AT_BACKEND_H
@@ -114,11 +114,20 @@ typedef struct at_backend_ops {
 
 extern const at_backend_ops at_opencl_backend;
 extern const at_backend_ops at_cuda_backend;
+extern const at_backend_ops at_hip_backend;
 
 /* The first lines of a compiler log (at most 8), trimmed, into dst. */
 void at_log_head(const char *log, char *dst, size_t cap);
 /* AT_ERR_INVALID_ARG naming `what` unless [off, off + bytes) lies inside buffer b. */
 at_status at_bbuf_check(at_bbuf b, size_t off, size_t bytes, const char *what);
+
+/* dlopens env_var's path if set, else the first of names that loads; *used names it. On failure
+ * why says why the first (most wanted) name failed. */
+void *at_dl_open(const char *env_var, const char *const *names, size_t nnames, const char **used,
+                 char *why, size_t whylen);
+/* Fills *slot (a function pointer) with sym from lib; -1 and why if lib lacks it. */
+int at_dl_symbol(void *lib, const char *used, const char *sym, void *slot, char *why,
+                 size_t whylen);
 
 /* Backend by name ("opencl", "cuda", "hip"); NULL if this build has no such backend. */
 const at_backend_ops *at_backend_find(const char *name);

@@ -51,7 +51,7 @@ at_status at_gemm_validate(const at_gemm_problem *g, const at_context *ctx)
     if (ctx && !at_gemm_template_name(g->dtype, ctx->info.backend))
         return at_fail(AT_ERR_UNSUPPORTED,
                        "dtype %s is not supported on the %s backend (f32 only; f16 and bf16 "
-                       "need the cuda backend)",
+                       "need the cuda or hip backend)",
                        at_dtype_name(g->dtype), ctx->info.backend);
     int64_t lda, ldb, ldc;
     resolve_ld(g, &lda, &ldb, &ldc);
@@ -73,8 +73,9 @@ at_status at_gemm_validate(const at_gemm_problem *g, const at_context *ctx)
 const char *at_gemm_template_name(at_dtype d, const char *backend)
 {
     if (d == AT_DTYPE_F32) return "gemm";
-    /* f16 and bf16 run on tensor cores (mma.sync), CUDA only for now. */
-    return strcmp(backend, "cuda") == 0 ? "gemm_mma" : NULL;
+    /* f16 and bf16 run on matrix units: tensor cores (mma.sync) on CUDA, MFMA on HIP. */
+    if (strcmp(backend, "cuda") == 0) return "gemm_mma";
+    return strcmp(backend, "hip") == 0 ? "gemm_mfma" : NULL;
 }
 
 void at_gemm_key(const at_gemm_problem *g, char *buf, size_t len)

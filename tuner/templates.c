@@ -36,6 +36,31 @@ static at_status read_template_file(const char *file, char **data, size_t *len)
     return at_fail(AT_ERR_TEMPLATE, "no template file '%s' in this build", file);
 }
 
+/* A preamble may build on another: a line `#include "other.h"` is replaced by that template file
+ * (one level; the runtime compilers get one self-contained source and have no include path). */
+static at_status inline_preamble_include(char **pre)
+{
+    static const char marker[] = "\n#include \"";
+    char *at = strstr(*pre, marker);
+    if (!at) return AT_OK;
+    char *name = at + sizeof marker - 1, *end = strchr(name, '"');
+    if (!end || (size_t)(end - name) >= 64)
+        return at_fail(AT_ERR_TEMPLATE, "bad #include in a preamble");
+    char file[64], *base = NULL;
+    size_t blen = 0;
+    memcpy(file, name, (size_t)(end - name));
+    file[end - name] = '\0';
+    AT_TRY(read_template_file(file, &base, &blen));
+    char *rest = strchr(end, '\n');
+    at[1] = '\0';
+    char *joined = at_asprintf("%s%s\n%s", *pre, base, rest ? rest : "");
+    free(base);
+    if (!joined) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    free(*pre);
+    *pre = joined;
+    return AT_OK;
+}
+
 at_status at_template_load(const char *name, const char *backend, at_template **out)
 {
     *out = NULL;
@@ -53,6 +78,7 @@ at_status at_template_load(const char *name, const char *backend, at_template **
         snprintf(file, sizeof file, "%s.h", backend);
         s = read_template_file(file, &pre, &plen);
     }
+    if (s == AT_OK) s = inline_preamble_include(&pre);
     if (s == AT_OK) s = read_template_file(t->space->source, &body, &blen);
     if (s == AT_OK) {
         t->source = at_asprintf("%s\n#line 1\n%s", pre, body);
@@ -79,6 +105,25 @@ void at_template_free(at_template *t)
     free(t);
 }
 
+/* An AMD target's processor as a number, 0 for other backends: gfx908 -> 908, gfx90a -> 910
+ * (LLVM's major 9, minor 0, stepping a = 10), gfx942 -> 942, gfx1100 -> 1100. Spaces compare it
+ * with architecture features (MFMA on gfx908 and later CDNA, bf16_1k from gfx90a). */
+static int64_t gfx_number(const char *arch)
+{
+    if (strncmp(arch, "gfx", 3) != 0) return 0;
+    size_t n = strcspn(arch + 3, ":");
+    if (n < 3 || n > 4) return 0;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = arch[3 + i];
+        int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0) return 0;
+        if (i == n - 1) return v * 10 + digit; /* the stepping may be a hex letter */
+        v = v * 10 + digit;
+    }
+    return v;
+}
+
 at_status at_template_bind_device(at_template *t, const at_device_info *d)
 {
     const struct {
@@ -96,6 +141,7 @@ at_status at_template_bind_device(at_template *t, const at_device_info *d)
         {"is_cpu", d->is_cpu},
         {"max_registers_per_block", d->max_registers_per_block},
         {"l2_bytes", d->l2_bytes},
+        {"gfx", gfx_number(d->arch)},
     };
     /* A space declares the device variables it uses; the others are not an error. */
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {

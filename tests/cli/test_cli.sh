@@ -78,6 +78,15 @@ if ldconfig -p | grep -q 'libnvrtc\.so\.1[23] '; then
 else
   echo "skip the CUDA compile checks: no NVRTC on this machine"
 fi
+expect 2 "unknown HIP target 'gfx90b'" -- space gemm --arch gfx90b --compile
+if ldconfig -p | grep -q 'libamdhip64\.so\.5 \|libhiprtc\.so'; then
+  expect 0 '"compiled":1' -- space gemm --arch gfx90a --compile --limit 1 --dtype bf16 --json
+  if ldconfig -p | grep -q 'libamdhip64\.so\.5 '; then # ROCm 5.2's hipRTC aborts on gfx942
+    expect 2 "compiler does not support this target" -- space gemm --arch gfx942 --compile --limit 1
+  fi
+else
+  echo "skip the HIP compile checks: no hipRTC on this machine"
+fi
 # Runtime failures: exit 1.
 expect 1 "backend 'cuda' is not available" -- gemm --m 8 --n 8 --backend cuda --db "$work/db0"
 expect 1 "backend 'hip' is not available" -- gemm --m 8 --n 8 --backend hip --db "$work/db0"

@@ -163,44 +163,6 @@ static at_status nv_fail(at_status s, const char *call, nvrtcResult r)
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
-/* dlopens env_var's path if set, else the first of names that loads; *used names it. On failure
- * why says why the first (most wanted) name failed. */
-static void *open_library(const char *env_var, const char *const *names, size_t nnames,
-                          const char **used, char *why, size_t whylen)
-{
-    const char *env = getenv(env_var);
-    const char *only[1] = {env};
-    if (env && *env) {
-        names = only;
-        nnames = 1;
-    }
-    for (size_t i = 0; i < nnames; i++) {
-        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (lib) {
-            *used = names[i];
-            return lib;
-        }
-        const char *e = dlerror();
-        if (i == 0) snprintf(why, whylen, "cannot load %s: %s", names[i], e ? e : "unknown error");
-    }
-    return NULL;
-}
-
-/* Fills *slot (a function pointer) with sym from lib; -1 and why if lib lacks it. */
-static int load_symbol(void *lib, const char *used, const char *sym, void *slot, char *why,
-                       size_t whylen)
-{
-    dlerror();
-    void *p = dlsym(lib, sym);
-    if (!p) {
-        const char *e = dlerror();
-        snprintf(why, whylen, "%s lacks %s: %s", used, sym, e ? e : "not found");
-        return -1;
-    }
-    memcpy(slot, &p, sizeof p); /* object → function pointer without a cast warning */
-    return 0;
-}
-
 /* The driver: loaded, initialised and with at least one device, or g_cu_why says why not. */
 static pthread_once_t g_cu_once = PTHREAD_ONCE_INIT;
 static at_status g_cu_status = AT_ERR_NO_BACKEND;
@@ -212,10 +174,10 @@ static void cu_load_once(void)
 {
     static const char *const names[] = {"libcuda.so.1"};
     const char *used = NULL;
-    void *lib = open_library("AUTOTUNE_CUDA_LIBRARY", names, 1, &used, g_cu_why, sizeof g_cu_why);
+    void *lib = at_dl_open("AUTOTUNE_CUDA_LIBRARY", names, 1, &used, g_cu_why, sizeof g_cu_why);
     if (!lib) return;
 #define AT_CU_LOAD(field, sym, ret, params)                                                        \
-    if (load_symbol(lib, used, sym, &cu.field, g_cu_why, sizeof g_cu_why) != 0) {                  \
+    if (at_dl_symbol(lib, used, sym, &cu.field, g_cu_why, sizeof g_cu_why) != 0) {                 \
         memset(&cu, 0, sizeof cu);                                                                 \
         dlclose(lib);                                                                              \
         return;                                                                                    \
@@ -262,10 +224,10 @@ static void nv_load_once(void)
 {
     static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
     const char *used = NULL;
-    void *lib = open_library("AUTOTUNE_NVRTC_LIBRARY", names, 2, &used, g_nv_why, sizeof g_nv_why);
+    void *lib = at_dl_open("AUTOTUNE_NVRTC_LIBRARY", names, 2, &used, g_nv_why, sizeof g_nv_why);
     if (!lib) return;
 #define AT_NV_LOAD(field, sym, ret, params)                                                        \
-    if (load_symbol(lib, used, sym, &nv.field, g_nv_why, sizeof g_nv_why) != 0) {                  \
+    if (at_dl_symbol(lib, used, sym, &nv.field, g_nv_why, sizeof g_nv_why) != 0) {                 \
         memset(&nv, 0, sizeof nv);                                                                 \
         dlclose(lib);                                                                              \
         return;                                                                                    \

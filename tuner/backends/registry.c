@@ -2,13 +2,16 @@
  * the small helpers they share. */
 #include "../backend.h"
 
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* GPU backends first, OpenCL last: the automatic choice takes the first one whose probe succeeds
  * and that has a device. */
 static const at_backend_ops *const g_backends[] = {
     &at_cuda_backend,
-    /* &at_hip_backend,  — and then HIP */
+    &at_hip_backend,
     &at_opencl_backend,
     NULL,
 };
@@ -50,4 +53,38 @@ at_status at_bbuf_check(at_bbuf b, size_t off, size_t bytes, const char *what)
         return at_fail(AT_ERR_INVALID_ARG, "%s: %zu bytes at offset %zu exceed the %zu-byte buffer",
                        what, bytes, off, b.bytes);
     return AT_OK;
+}
+
+void *at_dl_open(const char *env_var, const char *const *names, size_t nnames, const char **used,
+                 char *why, size_t whylen)
+{
+    const char *env = getenv(env_var);
+    const char *only[1] = {env};
+    if (env && *env) {
+        names = only;
+        nnames = 1;
+    }
+    for (size_t i = 0; i < nnames; i++) {
+        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (lib) {
+            *used = names[i];
+            return lib;
+        }
+        const char *e = dlerror();
+        if (i == 0) snprintf(why, whylen, "cannot load %s: %s", names[i], e ? e : "unknown error");
+    }
+    return NULL;
+}
+
+int at_dl_symbol(void *lib, const char *used, const char *sym, void *slot, char *why, size_t whylen)
+{
+    dlerror();
+    void *p = dlsym(lib, sym);
+    if (!p) {
+        const char *e = dlerror();
+        snprintf(why, whylen, "%s lacks %s: %s", used, sym, e ? e : "not found");
+        return -1;
+    }
+    memcpy(slot, &p, sizeof p); /* object → function pointer without a cast warning */
+    return 0;
 }

@@ -399,12 +399,15 @@ static int cmd_gemm(int argc, char **argv)
 
 static const char SPACE_HELP[] =
     "usage: autotune space gemm [--m M --n N --k K] [--backend B] [--device I] [--list] [--json]\n"
-    "       autotune space gemm --backend cuda --arch sm_90a --compile [--limit N] [--seed S]\n"
+    "       autotune space gemm --backend cuda|hip --arch A --compile [--limit N] [--seed S]\n"
     "\n"
     "Counts the GEMM tuning space before and after its constraints for a problem (default\n"
     "1024x1024x1024) on a device, and with --list prints every valid configuration.\n"
     "With --arch and --compile it compiles the space for that target without any device\n"
-    "(cuda: sm_80 sm_86 sm_89 sm_90 sm_90a), checks each kernel's registers and spills, and\n"
+    "(cuda: sm_80 sm_86 sm_89 sm_90 sm_90a; hip: gfx908 gfx90a gfx940 gfx941 gfx942 gfx1030\n"
+    "gfx1100, with feature suffixes like gfx90a:sramecc+:xnack-; a target the installed hipRTC\n"
+    "cannot compile for is refused: ROCm 5.2 supports gfx908, gfx90a and gfx1030; the backend\n"
+    "defaults to hip for a gfx target), checks each kernel's registers and spills, and\n"
     "prints how many compiled, how many were rejected and why, and compiles per second;\n"
     "--limit N compiles N configurations spread evenly through the space.\n";
 
@@ -413,7 +416,9 @@ static int space_compile(const opts *o, const at_gemm_problem *p)
 {
     if (!o->arch) return usage_error("--compile needs --arch (e.g. --arch sm_90a)");
     if (!o->compile) return usage_error("--arch is for --compile (a device's space: --device)");
-    const char *backend = o->backend && strcmp(o->backend, "auto") ? o->backend : "cuda";
+    const char *backend = o->backend && strcmp(o->backend, "auto") ? o->backend
+                          : strncmp(o->arch, "gfx", 3) == 0        ? "hip"
+                                                                   : "cuda";
     at_compile_report r;
     char why[4096] = "";
     at_status s =
