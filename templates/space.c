@@ -99,6 +99,8 @@ void at_space_free(at_space *s)
         at_expr_free(s->global[d]);
         at_expr_free(s->local[d]);
     }
+    at_expr_free(s->shared);
+    at_expr_free(s->workspace);
     at_expr_free(s->flops);
     free(s->defaults);
     free(s->fixed);
@@ -120,12 +122,13 @@ enum {
     K_LAUNCH,
     K_FLOPS,
     K_DEFAULTS,
+    K_WORKSPACE,
     K_COUNT
 };
 
-static const char *const key_names[K_COUNT] = {"name",    "kernel",     "source",  "problem",
-                                               "device",  "parameters", "derived", "constraints",
-                                               "defines", "launch",     "flops",   "defaults"};
+static const char *const key_names[K_COUNT] = {
+    "name",        "kernel",  "source", "problem", "device",   "parameters", "derived",
+    "constraints", "defines", "launch", "flops",   "defaults", "workspace"};
 static const bool key_required[K_COUNT] = {[K_NAME] = true,
                                            [K_KERNEL] = true,
                                            [K_SOURCE] = true,
@@ -484,7 +487,7 @@ static at_status load_launch(loader *L, yaml_node_t *n)
         return at_fail(AT_ERR_TEMPLATE,
                        "line %zu: 'launch' must be a mapping with 'global' and 'local'",
                        line_of(n));
-    yaml_node_t *global = NULL, *local = NULL;
+    yaml_node_t *global = NULL, *local = NULL, *shared = NULL;
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *k = get(L, p->key);
         const char *name = scalar(k);
@@ -493,6 +496,8 @@ static at_status load_launch(loader *L, yaml_node_t *n)
             slot = &global;
         else if (name && strcmp(name, "local") == 0)
             slot = &local;
+        else if (name && strcmp(name, "shared") == 0)
+            slot = &shared;
         else
             return at_fail(AT_ERR_TEMPLATE, "line %zu: 'launch': unknown key '%s'", line_of(k),
                            name ? name : "(not a scalar)");
@@ -512,6 +517,7 @@ static at_status load_launch(loader *L, yaml_node_t *n)
                            "line %zu: 'launch': 'local' has %zu dimensions, 'global' %zu",
                            line_of(local), nlocal, s->launch_dims);
     }
+    if (shared) AT_TRY(load_expr(L, shared, s->nderived, "launch shared", &s->shared));
     return AT_OK;
 }
 
@@ -617,6 +623,8 @@ static at_status load_doc(loader *L)
     if (val[K_DEFINES]) AT_TRY(load_defines(L, val[K_DEFINES]));
     AT_TRY(load_launch(L, val[K_LAUNCH]));
     if (val[K_FLOPS]) AT_TRY(load_expr(L, val[K_FLOPS], s->nderived, "'flops'", &s->flops));
+    if (val[K_WORKSPACE])
+        AT_TRY(load_expr(L, val[K_WORKSPACE], s->nderived, "'workspace'", &s->workspace));
     if (val[K_DEFAULTS]) AT_TRY(load_defaults(L, val[K_DEFAULTS]));
     return AT_OK;
 }
@@ -804,14 +812,21 @@ done:
     return AT_OK;
 }
 
-at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3], size_t local[3])
+/* Fills every slot of a config; AT_ERR_TEMPLATE naming the derived value that fails. */
+static at_status config_slots(const at_space *s, const int64_t *cfg, int64_t *slots)
 {
-    int64_t slots[MAX_SLOTS];
     fill_base(s, cfg, slots);
     int d = eval_derived(s, slots);
     if (d >= 0)
         return at_fail(AT_ERR_TEMPLATE, "space '%s': derived '%s' (%s) cannot be evaluated",
                        s->name, s->derived[d].name, at_expr_text(s->derived[d].expr));
+    return AT_OK;
+}
+
+at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3], size_t local[3])
+{
+    int64_t slots[MAX_SLOTS];
+    AT_TRY(config_slots(s, cfg, slots));
     for (int i = 0; i < 3; i++) {
         for (int which = 0; which < 2; which++) {
             const at_expr *e = which ? s->local[i] : s->global[i];
@@ -836,6 +851,30 @@ double at_space_flops(const at_space *s, const int64_t *cfg)
     bool ok;
     int64_t v = at_expr_eval(s->flops, slots, &ok);
     return ok ? (double)v : 0.0;
+}
+
+at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace)
+{
+    if (!s || !cfg) return at_fail(AT_ERR_INVALID_ARG, "at_space_memory: NULL argument");
+    const at_expr *e[2] = {s->shared, s->workspace};
+    size_t *out[2] = {shared, workspace};
+    static const char *const what[2] = {"launch shared", "workspace"};
+    int64_t slots[MAX_SLOTS];
+    bool have_slots = false;
+    for (int i = 0; i < 2; i++) {
+        if (!out[i]) continue;
+        *out[i] = 0;
+        if (!e[i]) continue;
+        if (!have_slots) AT_TRY(config_slots(s, cfg, slots));
+        have_slots = true;
+        bool ok;
+        int64_t v = at_expr_eval(e[i], slots, &ok);
+        if (!ok || v < 0)
+            return at_fail(AT_ERR_TEMPLATE, "space '%s': %s (%s) %s", s->name, what[i],
+                           at_expr_text(e[i]), ok ? "is negative" : "cannot be evaluated");
+        *out[i] = (size_t)v;
+    }
+    return AT_OK;
 }
 
 at_status at_space_value(const at_space *s, const int64_t *cfg, const char *name, int64_t *out)

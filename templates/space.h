@@ -65,7 +65,9 @@ typedef struct at_space {
     at_expr *global[3]; /* `launch: global:` 1 to 3 expressions; missing dims are NULL (=1) */
     at_expr *local[3];  /* `launch: local:` */
     size_t launch_dims;
-    at_expr *flops; /* `flops:` */
+    at_expr *shared;    /* `launch: shared:` dynamic shared memory bytes per block; NULL = 0 */
+    at_expr *workspace; /* `workspace:` bytes of zeroed scratch the kernel takes; NULL = 0 */
+    at_expr *flops;     /* `flops:` */
     int64_t *defaults;
     size_t ndefaults; /* `defaults:` list of full configs, nparams each */
     size_t nslots;
@@ -97,6 +99,10 @@ at_status at_space_enumerate(const at_space *s, int64_t **configs, uint16_t **id
 /* Launch geometry and FLOP count for a config. */
 at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3], size_t local[3]);
 double at_space_flops(const at_space *s, const int64_t *cfg);
+/* Dynamic shared memory bytes per block (`launch: shared:`) and workspace bytes (`workspace:`)
+ * of a config; 0 where the space has none. Either output may be NULL. AT_ERR_TEMPLATE when one
+ * is negative or cannot be evaluated. */
+at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace);
 /* Value of any slot by name (parameter, problem, device or derived) for a config. */
 at_status at_space_value(const at_space *s, const int64_t *cfg, const char *name, int64_t *out);
 

@@ -111,6 +111,7 @@ static at_space *load_toy(int64_t m, int64_t n, int64_t wg, int64_t lmem)
 }
 
 static void expect_load_error(const char *yaml, const char *part1, const char *part2);
+static void expect_section_error(int which, const char *repl, const char *p1, const char *p2);
 
 static const int64_t BMS[] = {8, 16, 32, 64}, TMS[] = {1, 2, 4}, VWS[] = {1, 2, 4, 8};
 
@@ -388,6 +389,65 @@ static void test_launch_and_flops(void **state)
     assert_int_equal(g[0], 128);
     assert_int_equal(l[0], 4);
     at_space_free(s);
+}
+
+/* `launch: shared:` and `workspace:`: optional byte counts, 0 when absent. */
+static void test_shared_and_workspace(void **state)
+{
+    (void)state;
+    int64_t cfg[3] = {32, 2, 4};
+    size_t sh = 7, ws = 7;
+    at_space *s = load_toy(100, 50, 16, 512);
+    assert_null(s->shared);
+    assert_null(s->workspace);
+    assert_int_equal(at_space_memory(s, cfg, &sh, &ws), AT_OK);
+    assert_int_equal(sh, 0);
+    assert_int_equal(ws, 0);
+    at_space_free(s);
+
+    char *y = build(S_LAUNCH, "launch:\n  global: [m]\n  local: [THREADS]\n  shared: LMEM * 2\n",
+                    "workspace: \"VW > 2 ? 4 * m * n + 64 : 0\"\n");
+    s = load_ok(y);
+    free(y);
+    at_space_set(s, "m", 10);
+    at_space_set(s, "n", 3);
+    assert_int_equal(at_space_memory(s, cfg, &sh, &ws), AT_OK);
+    assert_int_equal(sh, 32 * 4 * 4 * 2);
+    assert_int_equal(ws, 4 * 10 * 3 + 64);
+    cfg[2] = 2; /* VW = 2: no workspace */
+    assert_int_equal(at_space_memory(s, cfg, &sh, NULL), AT_OK);
+    assert_int_equal(sh, 32 * 2 * 4 * 2);
+    assert_int_equal(at_space_memory(s, cfg, NULL, &ws), AT_OK);
+    assert_int_equal(ws, 0);
+    at_space_set(s, "n", -2); /* a negative size is an error naming the key */
+    cfg[2] = 4;
+    assert_int_equal(at_space_memory(s, cfg, NULL, &ws), AT_ERR_TEMPLATE);
+    assert_non_null(strstr(at_errmsg(), "workspace"));
+    assert_non_null(strstr(at_errmsg(), "negative"));
+    at_space_free(s);
+
+    y = build(S_LAUNCH, "launch:\n  global: [m]\n  shared: 1024 / (n - 3)\n", NULL);
+    s = load_ok(y);
+    free(y);
+    at_space_set(s, "n", 3);
+    assert_int_equal(at_space_memory(s, cfg, &sh, NULL), AT_ERR_TEMPLATE);
+    assert_non_null(strstr(at_errmsg(), "launch shared"));
+    assert_non_null(strstr(at_errmsg(), "cannot be evaluated"));
+    at_space_set(s, "n", 5);
+    assert_int_equal(at_space_memory(s, cfg, &sh, NULL), AT_OK);
+    assert_int_equal(sh, 512);
+    at_space_free(s);
+
+    /* load errors name the key */
+    expect_section_error(S_LAUNCH, "launch:\n  global: [m]\n  shared: BM +\n", "launch shared",
+                         NULL);
+    expect_section_error(S_LAUNCH, "launch:\n  global: [m]\n  shared:\n", "launch shared",
+                         "expected an expression");
+    expect_section_error(S_LAUNCH, "launch:\n  global: [m]\n  shared: 1\n  shared: 2\n",
+                         "duplicate key 'shared'", NULL);
+    y = build(-1, NULL, "workspace: nope * 2\n");
+    expect_load_error(y, "'workspace'", "nope");
+    free(y);
 }
 
 static void test_defaults(void **state)
@@ -886,6 +946,7 @@ int main(void)
         cmocka_unit_test(test_valid_why),
         cmocka_unit_test(test_derived_and_values),
         cmocka_unit_test(test_launch_and_flops),
+        cmocka_unit_test(test_shared_and_workspace),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_defines),
         cmocka_unit_test(test_config_roundtrip),
