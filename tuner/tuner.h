@@ -81,8 +81,9 @@ void at_gemm_reference(const at_gemm_problem *g, const float *a, const float *b,
 /* Relative error tolerance for a dot product of length k accumulated in f32, with the output
  * rounded to d. */
 double at_gemm_tolerance(int64_t k, at_dtype d);
-/* The template for a dtype on a backend ("gemm", "gemm_mma"), NULL if there is none. */
-const char *at_gemm_template_name(at_dtype d, const char *backend);
+/* The template for a dtype on a backend and compile target ("gemm", "gemm_mma", "gemm_wgmma" for
+ * sm_90a), NULL if there is none. arch may be NULL (not Hopper). */
+const char *at_gemm_template_name(at_dtype d, const char *backend, const char *arch);
 /* Element size, and conversions between f32 and an element type (round to nearest even). */
 size_t at_dtype_size(at_dtype d);
 void at_dtype_from_f32(at_dtype d, const float *src, void *dst, size_t n);
