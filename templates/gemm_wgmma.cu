@@ -139,7 +139,7 @@ typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
 #ifndef AT_WGMMA_EMULATE
 typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
 
-#define AT_DYN_SMEM(name) extern __shared__ __align__(1024) unsigned char name[]
+#define AT_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 
 INLINE at_saddr at_smem_addr(const void *p)
 {
@@ -181,10 +181,10 @@ template <int N> INLINE void at_wgmma_wait()
  * fence/wait around it (it does not know the asynchronous MMA writes it). */
 INLINE void at_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
-/* d (m64 x N f32 fragment) += A(64x16, descriptor da) * B(16xN, descriptor db); the transpose
- * immediates select M-major A (TA) and N-major B (!TB). */
-template <int N> INLINE void at_wgmma(float *d, const at_desc da, const at_desc db);
-template <> INLINE void at_wgmma<64>(float *d, const at_desc da, const at_desc db)
+/* d (m64 x N f32 fragment) = A(64x16, descriptor da) * B(16xN, descriptor db) (+ d when acc_in);
+ * the transpose immediates select M-major A (TA) and N-major B (!TB). */
+template <int N> INLINE void at_wgmma(float *d, const at_desc da, const at_desc db, const int acc_in);
+template <> INLINE void at_wgmma<64>(float *d, const at_desc da, const at_desc db, const int acc_in)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
@@ -201,9 +201,9 @@ template <> INLINE void at_wgmma<64>(float *d, const at_desc da, const at_desc d
                    "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
                    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
                    "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(1 - TB));
+                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
 }
-template <> INLINE void at_wgmma<128>(float *d, const at_desc da, const at_desc db)
+template <> INLINE void at_wgmma<128>(float *d, const at_desc da, const at_desc db, const int acc_in)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
@@ -232,9 +232,9 @@ template <> INLINE void at_wgmma<128>(float *d, const at_desc da, const at_desc 
                    "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
                    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
                    "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(1 - TB));
+                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
 }
-template <> INLINE void at_wgmma<256>(float *d, const at_desc da, const at_desc db)
+template <> INLINE void at_wgmma<256>(float *d, const at_desc da, const at_desc db, const int acc_in)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
@@ -287,7 +287,7 @@ template <> INLINE void at_wgmma<256>(float *d, const at_desc da, const at_desc 
                    "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
                    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
                    "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(1 - TB));
+                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
 }
 
 INLINE float at_to_f32(const unsigned short u)
@@ -515,14 +515,10 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
         at_cp_commit();
     }
 
+    /* Not zeroed: the first MMAs overwrite them (acc_in = 0). Zeroing them here makes ptxas
+     * serialize the wgmma pipeline (C7515) in many configurations. With no K tile at all (an
+     * empty split) they are never read. */
     float acc[MT][NT][WN / 2];
-    AT_UNROLL(MT)
-    for (int mt = 0; mt < MT; ++mt)
-        AT_UNROLL(NT)
-        for (int nt = 0; nt < NT; ++nt)
-            AT_UNROLL(WN / 2)
-            for (int r = 0; r < WN / 2; ++r)
-                acc[mt][nt][r] = 0.0f;
 
     const int m_wg = (tid / 128) * WG_ROWS; /* this warpgroup's rows in the block tile */
 
@@ -555,7 +551,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
                 AT_UNROLL(NT)
                 for (int nt = 0; nt < NT; ++nt)
                     at_wgmma<WN>(acc[mt][nt], AT_DESC_A(AT_SA(st), m_wg + mt * 64, kk * 16),
-                                 AT_DESC_B(AT_SB(st), nt * WN, kk * 16));
+                                 AT_DESC_B(AT_SB(st), nt * WN, kk * 16), kt > 0 || kk > 0);
         at_wgmma_commit();
         at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
     }
@@ -580,7 +576,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
     float *part = ws + (idx_t)tile * (BM * BN);
     int *count = (int *)(ws + (idx_t)NUM_GROUPS(0) * NUM_GROUPS(1) * (BM * BN)) + tile;
     at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
-        if ((EDGE_M && bm + i >= M) || (EDGE_N && bn + j >= N)) return;
+        if (KT == 0 || (EDGE_M && bm + i >= M) || (EDGE_N && bn + j >= N)) return;
         at_red_add(part + i * BN + j, acc[mt][nt][r]);
         at_red_add(part + i * BN + j + 1, acc[mt][nt][r + 1]);
     });

@@ -86,6 +86,9 @@ static void test_resource_rules(void **state)
     assert_false(at_resources_fit(&d, &small_group, 512, why, sizeof why));
     assert_non_null(strstr(why, "limit of 256"));
     assert_true(at_resources_fit(&d, &small_group, 256, why, sizeof why));
+    at_resources serial = {.registers = 182, .spill_bytes = 0, .serialized = 1};
+    assert_false(at_resources_fit(&d, &serial, 128, why, sizeof why));
+    assert_non_null(strstr(why, "serialized"));
     at_device_info opencl = {0}; /* no register budget known */
     assert_true(at_resources_fit(&opencl, &heavy, 1024, why, sizeof why));
 }

@@ -37,7 +37,7 @@ struct cp_op {
 struct mma_op {
     float *d;
     unsigned long long da, db;
-    int n, ta, tb, dt;
+    int n, ta, tb, dt, acc_in;
 };
 
 extern bool copy_at_issue;  /* true: cp.async at issue, wgmma at wait; false: the reverse */
@@ -125,9 +125,10 @@ template <int N> INLINE void at_wgmma_wait()
         at_emu::mma_groups.erase(at_emu::mma_groups.begin());
     }
 }
-template <int N> INLINE void at_wgmma(float *d, unsigned long long da, unsigned long long db)
+template <int N>
+INLINE void at_wgmma(float *d, unsigned long long da, unsigned long long db, int acc_in)
 {
-    at_emu::mma_op m = {d, da, db, N, TA, 1 - TB, DT};
+    at_emu::mma_op m = {d, da, db, N, TA, 1 - TB, DT, acc_in};
     if (!at_emu::copy_at_issue) at_emu::do_mma(m);
     else at_emu::mma_open.push_back(m);
 }

@@ -88,7 +88,7 @@ float operand(unsigned long long desc, int mn, int k, int mn_major, int dt)
 
 /* PTX ISA, wgmma .m64nNk16 D fragment: thread t of the warpgroup holds, in register r, row
  * 16*(t/32) + (t%32)/4 + 8*((r/2)%2), column 8*(r/4) + 2*(t%4) + r%2. A is 64 x 16 (M-major
- * when ta), B is 16 x N read as N x 16 (N-major when tb). */
+ * when ta), B is 16 x N read as N x 16 (N-major when tb). D = A*B, + D when scale-d (acc_in). */
 void do_mma(const mma_op &m)
 {
     const int t = tid % 128;
@@ -98,7 +98,7 @@ void do_mma(const mma_op &m)
         float s = 0.0f;
         for (int k = 0; k < 16; k++)
             s += operand(m.da, row, k, m.ta, m.dt) * operand(m.db, col, k, m.tb, m.dt);
-        m.d[r] += s;
+        m.d[r] = m.acc_in ? m.d[r] + s : s;
     }
 }
 
