@@ -167,7 +167,8 @@ at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_
 /* Launches C = alpha*op(A)*op(B) + beta*C on the caller's buffers (elements of p->dtype;
  * 16-byte aligned addresses take the fast path for f16/bf16). stream: a cl_command_queue of the
  * context's cl_context or a CUstream of its CUDA context, or NULL for the context's own.
- * Asynchronous. */
+ * Asynchronous. A kernel with a workspace (split-K) uses the one zeroed device buffer kept with
+ * it: launches of one at_kernel must not run concurrently (same stream, or synchronise). */
 at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, void *stream);
 /* The configuration string of a kernel, "BM=64,BN=64,...". */
 const char *at_kernel_config(const at_kernel *k);

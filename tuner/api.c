@@ -396,10 +396,13 @@ at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, vo
                             {sizeof(void *), &b.handle},
                             {sizeof ldb, &ldb},
                             {sizeof(void *), &c.handle},
-                            {sizeof ldc, &ldc}};
+                            {sizeof ldc, &ldc},
+                            {sizeof(void *), &k->workspace.handle}};
+    /* The workspace (split-K partial sums) is the trailing argument of kernels that take one. */
+    size_t nargs = sizeof args / sizeof args[0] - (k->workspace.handle ? 0 : 1);
     at_context *ctx = k->ctx;
-    return at_ctx_fail(ctx, ctx->ops->launch(ctx->dev, k->prog, args, sizeof args / sizeof args[0],
-                                             k->global, k->local, k->dims, stream, NULL));
+    return at_ctx_fail(ctx, ctx->ops->launch(ctx->dev, k->prog, args, nargs, k->global, k->local,
+                                             k->dims, k->shared_bytes, stream, NULL));
 }
 
 const char *at_kernel_config(const at_kernel *k) { return k ? k->config : ""; }
@@ -408,6 +411,7 @@ void at_kernel_destroy(at_kernel *k)
 {
     if (!k) return;
     if (k->prog) k->ctx->ops->program_free(k->prog);
+    if (k->workspace.handle) k->ctx->ops->buffer_free(k->ctx->dev, k->workspace);
     free(k);
 }
 

@@ -20,7 +20,9 @@ typedef struct at_device_info {
     int64_t compute_units;
     int64_t max_work_group_size;
     int64_t max_work_item_sizes[3];
-    int64_t local_mem_bytes;
+    int64_t local_mem_bytes;  /* shared / local memory per block a static declaration gets */
+    int64_t max_shared_optin; /* per block with opt-in dynamic shared memory (CUDA); elsewhere
+                               * the same as local_mem_bytes */
     int64_t global_mem_bytes;
     int64_t max_alloc_bytes;
     int64_t clock_mhz;
@@ -94,11 +96,13 @@ typedef struct at_backend_ops {
     at_status (*buffer_fill)(at_bdev *d, at_bbuf b, unsigned char value);
     /* Enqueues the kernel on stream (NULL: the device's queue). global is the total number of
      * work-items per dimension and local the group size (OpenCL convention; CUDA's grid is
-     * ceil(global / local)). If ms is not NULL, waits for it and stores the device-measured
-     * kernel time in milliseconds (profiling events). */
+     * ceil(global / local)). shared_bytes: dynamic shared memory per block (CUDA's
+     * sharedMemBytes; OpenCL rejects nonzero with AT_ERR_UNSUPPORTED). If ms is not NULL,
+     * waits for it and stores the device-measured kernel time in milliseconds (profiling
+     * events). */
     at_status (*launch)(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
-                        const size_t global[3], const size_t local[3], size_t dims, void *stream,
-                        double *ms);
+                        const size_t global[3], const size_t local[3], size_t dims,
+                        size_t shared_bytes, void *stream, double *ms);
     /* AT_OK, or AT_ERR_DEVICE_LOST when a kernel fault left the context unusable (CUDA's sticky
      * errors). NULL: the backend's contexts survive faults. */
     at_status (*check)(at_bdev *d);

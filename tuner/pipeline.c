@@ -61,6 +61,8 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_gemm_problem
     k->dims = s->launch_dims;
     snprintf(k->config, sizeof k->config, "%s", config);
     at_status st = at_space_launch(s, cfg, k->global, k->local);
+    size_t ws_bytes = 0;
+    if (st == AT_OK) st = at_space_memory(s, cfg, &k->shared_bytes, &ws_bytes);
 
     char key[17];
     binary_key(ctx, t->source, options, key);
@@ -80,12 +82,29 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_gemm_problem
         if (st == AT_OK) store_binary(ctx, t->source, options, k->prog);
         free(log);
     }
+    if (st == AT_OK && ws_bytes) st = at_workspace_ensure(ctx, &k->workspace, ws_bytes);
     if (st != AT_OK) {
         at_kernel_destroy(k);
         return st;
     }
     *out = k;
     return AT_OK;
+}
+
+at_status at_workspace_ensure(at_context *ctx, at_bbuf *ws, size_t bytes)
+{
+    if (ws->handle && ws->bytes >= bytes && bytes) return AT_OK;
+    if (ws->handle) ctx->ops->buffer_free(ctx->dev, *ws);
+    memset(ws, 0, sizeof *ws);
+    if (!bytes) return AT_OK;
+    AT_TRY(ctx->ops->buffer_alloc(ctx->dev, bytes, ws));
+    at_status s = ctx->ops->buffer_fill(ctx->dev, *ws, 0);
+    if (s == AT_OK) s = ctx->ops->finish(ctx->dev);
+    if (s != AT_OK) {
+        ctx->ops->buffer_free(ctx->dev, *ws);
+        memset(ws, 0, sizeof *ws);
+    }
+    return s;
 }
 
 /* ---- the compile pool --------------------------------------------------------------------- */
@@ -221,19 +240,44 @@ static void launch_failed(at_context *ctx, at_result_rec *rec, int *lost)
     snprintf(rec->reason, sizeof rec->reason, "%s", why);
 }
 
-/* Runs a compiled candidate once against the reference, then times it, flushing the cache
- * before each timed run when flush is given. Every outcome goes into rec; nothing here fails
- * the run, but *lost says the device context must be recycled. */
-static void measure(at_context *ctx, at_problem *p, at_bprog *prog, const size_t global[3],
-                    const size_t local[3], size_t dims, double best_us, const at_bbuf *flush,
-                    at_result_rec *rec, int *lost)
+/* Bytes of the first ws_bytes of ws that are not zero (reads it back); -1 if it cannot be read
+ * (a fault), with at_errmsg() saying why. */
+static int64_t workspace_dirty(at_context *ctx, at_bbuf ws, size_t ws_bytes)
 {
-    at_karg args[32];
+    unsigned char *h = malloc(ws_bytes);
+    if (!h) return at_fail(AT_ERR_NO_MEMORY, "out of memory reading a workspace"), -1;
+    int64_t dirty = -1;
+    if (ctx->ops->buffer_read(ctx->dev, ws, 0, h, ws_bytes) == AT_OK) {
+        dirty = 0;
+        for (size_t i = 0; i < ws_bytes; i++) dirty += h[i] != 0;
+    }
+    free(h);
+    return dirty;
+}
+
+/* How one candidate is launched: geometry, dynamic shared memory and its workspace. */
+typedef struct launch_cfg {
+    size_t global[3], local[3], dims, shared_bytes;
+    const at_bbuf *ws; /* NULL: the kernel takes no workspace */
+    size_t ws_bytes;
+} launch_cfg;
+
+/* Runs a compiled candidate once against the reference, then times it, flushing the cache
+ * before each timed run when flush is given. A workspace is zeroed before the checked run (the
+ * candidate before may have left it dirty) and must be all zero after it. Every outcome goes
+ * into rec; nothing here fails the run, but *lost says the device context must be recycled. */
+static void measure(at_context *ctx, at_problem *p, at_bprog *prog, const launch_cfg *lc,
+                    double best_us, const at_bbuf *flush, at_result_rec *rec, int *lost)
+{
+    at_karg args[33];
     size_t nargs = p->args(p, args);
+    if (lc->ws) args[nargs++] = (at_karg){sizeof(void *), &lc->ws->handle};
     double ms = 0;
     at_status s = p->reset(p, ctx);
+    if (s == AT_OK && lc->ws) s = ctx->ops->buffer_fill(ctx->dev, *lc->ws, 0);
     if (s == AT_OK)
-        s = ctx->ops->launch(ctx->dev, prog, args, nargs, global, local, dims, NULL, &ms);
+        s = ctx->ops->launch(ctx->dev, prog, args, nargs, lc->global, lc->local, lc->dims,
+                             lc->shared_bytes, NULL, &ms);
     if (s != AT_OK) {
         launch_failed(ctx, rec, lost);
         return;
@@ -248,6 +292,18 @@ static void measure(at_context *ctx, at_problem *p, at_bprog *prog, const size_t
         rec->status = AT_RS_WRONG_RESULT;
         snprintf(rec->reason, sizeof rec->reason, "max relative error %.3g exceeds the tolerance",
                  rec->max_rel_error);
+        return;
+    }
+    int64_t dirty = lc->ws ? workspace_dirty(ctx, *lc->ws, lc->ws_bytes) : 0;
+    if (dirty < 0) {
+        launch_failed(ctx, rec, lost);
+        return;
+    }
+    if (dirty > 0) { /* the next launch would start from garbage */
+        rec->status = AT_RS_WRONG_RESULT;
+        snprintf(rec->reason, sizeof rec->reason,
+                 "left %lld of its %zu workspace bytes nonzero (it must clean up)",
+                 (long long)dirty, lc->ws_bytes);
         return;
     }
     if (ms > AT_TIMEOUT_MS) {
@@ -270,7 +326,8 @@ static void measure(at_context *ctx, at_problem *p, at_bprog *prog, const size_t
         /* Operands larger than the cache would otherwise be timed warm after the first run. */
         if (flush) s = ctx->ops->buffer_fill(ctx->dev, *flush, (unsigned char)n);
         if (s == AT_OK)
-            s = ctx->ops->launch(ctx->dev, prog, args, nargs, global, local, dims, NULL, &ms);
+            s = ctx->ops->launch(ctx->dev, prog, args, nargs, lc->global, lc->local, lc->dims,
+                                 lc->shared_bytes, NULL, &ms);
         if (s != AT_OK) {
             launch_failed(ctx, rec, lost);
             return;
@@ -454,6 +511,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     int cancelled = 0, lost = 0;
     /* On a GPU, a buffer twice the last-level cache is rewritten before each timed run. */
     at_bbuf flush = {0};
+    at_bbuf ws = {0}; /* the largest workspace a candidate needed so far, zeroed */
     if (st == AT_OK && !ctx->info.is_cpu && ctx->info.l2_bytes > 0 && ctx->ops->buffer_fill &&
         ctx->ops->buffer_alloc(ctx->dev, (size_t)ctx->info.l2_bytes * 2, &flush) != AT_OK)
         flush.handle = NULL; /* no room: time without flushing */
@@ -507,19 +565,22 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
         rec.when = at_unix_time();
         rec.compile_ms = j->compile_ms;
         const int64_t *cfg = r.configs + j->cfg * np;
-        size_t global[3], local[3];
+        launch_cfg lc = {.dims = s->launch_dims};
         if (j->status != AT_OK) {
             rec.status = AT_RS_COMPILE_ERROR;
             snprintf(rec.reason, sizeof rec.reason, "%s", j->reason);
-        } else if (at_space_launch(s, cfg, global, local) != AT_OK) {
+        } else if (at_space_launch(s, cfg, lc.global, lc.local) != AT_OK ||
+                   at_space_memory(s, cfg, &lc.shared_bytes, &lc.ws_bytes) != AT_OK) {
             rec.status = AT_RS_LAUNCH_ERROR;
             snprintf(rec.reason, sizeof rec.reason, "%s", at_errmsg());
-        } else if (!candidate_fits(ctx, j->prog, local, rec.reason, sizeof rec.reason)) {
+        } else if (!candidate_fits(ctx, j->prog, lc.local, rec.reason, sizeof rec.reason)) {
             rec.status = AT_RS_RESOURCE_LIMIT; /* rejected before it reaches the device */
+        } else if (lc.ws_bytes && at_workspace_ensure(ctx, &ws, lc.ws_bytes) != AT_OK) {
+            launch_failed(ctx, &rec, &lost); /* no room for it, or a fault from before */
         } else {
-            measure(ctx, p, j->prog, global, local, s->launch_dims,
-                    r.have_best ? r.best_rec.median_us : 0, flush.handle ? &flush : NULL, &rec,
-                    &lost);
+            lc.ws = lc.ws_bytes ? &ws : NULL;
+            measure(ctx, p, j->prog, &lc, r.have_best ? r.best_rec.median_us : 0,
+                    flush.handle ? &flush : NULL, &rec, &lost);
         }
         r.measured++;
         int was_best = r.have_best ? (int)r.best_cfg : -1;
@@ -547,6 +608,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, at_problem *p,
     }
     if (pool_up) pool_stop(&pl);
     if (flush.handle) ctx->ops->buffer_free(ctx->dev, flush);
+    if (ws.handle) ctx->ops->buffer_free(ctx->dev, ws);
     for (size_t q = qhead; queue && q < qtail; q++) {
         if (queue[q]) ctx->ops->program_free(queue[q]->prog);
         free(queue[q]);

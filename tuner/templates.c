@@ -90,6 +90,7 @@ at_status at_template_bind_device(at_template *t, const at_device_info *d)
         {"max_work_item_size1", d->max_work_item_sizes[1]},
         {"max_work_item_size2", d->max_work_item_sizes[2]},
         {"local_mem_bytes", d->local_mem_bytes},
+        {"max_shared_optin", d->max_shared_optin ? d->max_shared_optin : d->local_mem_bytes},
         {"compute_units", d->compute_units},
         {"warp_size", d->warp_size},
         {"is_cpu", d->is_cpu},

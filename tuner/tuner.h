@@ -97,12 +97,19 @@ struct at_kernel {
     at_gemm_problem problem;
     char config[512];
     size_t global[3], local[3], dims;
+    size_t shared_bytes; /* dynamic shared memory per block (`launch: shared:`) */
+    at_bbuf workspace;   /* zeroed scratch (`workspace:`), the trailing argument; NULL handle:
+                          * none. The kernel leaves it zeroed, so it is cleared only once. */
 };
 
 /* Compiles (or loads from the binaries table) the template at a configuration string for a
  * bound space, and makes a kernel. */
 at_status at_kernel_build(at_context *ctx, at_template *t, const at_gemm_problem *g,
                           const char *config, at_kernel **out);
+
+/* Makes *ws a zeroed device buffer of at least bytes (reallocated when smaller; 0 bytes frees
+ * it), waiting until the zeroing is done so any stream may use it. */
+at_status at_workspace_ensure(at_context *ctx, at_bbuf *ws, size_t bytes);
 
 /* 1 if a compiled kernel fits the device: no spills, a work-group the kernel can run,
  * registers x threads within the block's register budget. Otherwise 0 and why says which

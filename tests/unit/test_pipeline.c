@@ -1,7 +1,8 @@
 /* test_pipeline.c — the candidate pipeline's GPU-side logic on a fake backend that runs on the
  * host: statuses (ok, compile_error, resource_limit, wrong_result, crashed), the cache flush
- * before each timed run, and a poisoned context recycled with the run resumed from the
- * database. No device needed. */
+ * before each timed run, a poisoned context recycled with the run resumed from the database,
+ * and dynamic shared memory, workspaces and split-K (a host emulation of gemm_mma's reduction
+ * protocol) reaching the launch. No device needed. */
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +13,10 @@
 
 #include "tuner/tuner.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- the fake backend ------------------------------------------------------------------------ */
 
@@ -25,6 +28,7 @@ struct at_bprog {
 };
 
 static int g_opens, g_fills, g_launches, g_crashes;
+static size_t g_shared_max, g_splitk_launches; /* largest dynamic shared size seen; split-K runs */
 
 static int has(const at_bprog *p, const char *define) { return strstr(p->options, define) != NULL; }
 
@@ -44,6 +48,8 @@ static at_status f_info(int idx, at_device_info *o)
     o->max_work_group_size = 1024;
     o->max_work_item_sizes[0] = o->max_work_item_sizes[1] = o->max_work_item_sizes[2] = 1024;
     o->local_mem_bytes = 48 * 1024;
+    o->max_shared_optin = 100 * 1024;
+    o->compute_units = 4;
     o->max_registers_per_block = 65536;
     o->l2_bytes = 4096; /* a GPU: the pipeline flushes this much before each timed run */
     return AT_OK;
@@ -132,13 +138,81 @@ static at_status f_finish(at_bdev *d)
     return AT_OK;
 }
 
-/* Runs the GEMM on the host (nn layout); BM=16,BN=32 is wrong, BM=32,BN=32,SA=1 faults. */
+static int64_t define_of(const at_bprog *p, const char *name)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "-D%s=", name);
+    const char *at = strstr(p->options, pat);
+    return at ? strtoll(at + strlen(pat), NULL, 10) : -1;
+}
+
+/* gemm_mma's split-K protocol on the host, block by block in a scrambled order: block (tile,
+ * split) computes its K range (whole BK tiles, possibly empty), adds the partial tile into the
+ * f32 workspace, counts its arrival on the tile's counter; the last to arrive reads the sums,
+ * writes alpha*acc + beta*C (C not read when beta == 0) and zeroes the tile and the counter.
+ * BM=32,SPLITK=8 "forgets" to reset its counters (the pipeline must notice). */
+static at_status splitk_emulate(const at_bprog *p, const at_karg *a, size_t n, const size_t g[3],
+                                const size_t l[3])
+{
+    const int64_t S = define_of(p, "SPLITK"), BM = define_of(p, "BM"), BN = define_of(p, "BN"),
+                  BK = define_of(p, "BK");
+    int M = *(const int *)a[0].ptr, N = *(const int *)a[1].ptr, K = *(const int *)a[2].ptr;
+    float alpha = *(const float *)a[3].ptr, beta = *(const float *)a[4].ptr;
+    const float *A = *(float *const *)a[5].ptr, *B = *(float *const *)a[7].ptr;
+    float *C = *(float *const *)a[9].ptr;
+    int lda = *(const int *)a[6].ptr, ldb = *(const int *)a[8].ptr, ldc = *(const int *)a[10].ptr;
+    if (n != 12 || g[2] != (size_t)S || l[2] != 1)
+        return at_fail(AT_ERR_LAUNCH, "split-K launch: %zu arguments, global[2] %zu", n, g[2]);
+    float *ws = *(float *const *)a[11].ptr;
+    const int64_t tm = (M + BM - 1) / BM, tn = (N + BN - 1) / BN, tiles = tm * tn;
+    unsigned *count = (unsigned *)(ws + tiles * BM * BN);
+    const int64_t KT = (K + BK - 1) / BK, tps = (KT + S - 1) / S, blocks = tiles * S;
+    for (int64_t b0 = 0; b0 < blocks; b0++) {
+        const int64_t b = (b0 * 7919) % blocks, tile = b / S, split = b % S;
+        const int64_t i0 = (tile / tn) * BM, j0 = (tile % tn) * BN;
+        const int64_t k0 = split * tps * BK,
+                      k1 = (split + 1) * tps * BK < K ? (split + 1) * tps * BK : K;
+        float *wt = ws + tile * BM * BN;
+        for (int64_t i = 0; i < BM; i++)
+            for (int64_t j = 0; j < BN; j++) {
+                double s = 0;
+                for (int64_t q = k0; i0 + i < M && j0 + j < N && q < k1; q++)
+                    s += (double)A[(i0 + i) * lda + q] * B[q * ldb + j0 + j];
+                wt[i * BN + j] += (float)s; /* atomicAdd */
+            }
+        if (++count[tile] != (unsigned)S) continue; /* __threadfence(); atomicAdd(count) */
+        for (int64_t i = 0; i < BM; i++)
+            for (int64_t j = 0; j < BN; j++) {
+                float v = alpha * wt[i * BN + j];
+                wt[i * BN + j] = 0.0f; /* atomicExch(.., 0) */
+                if (i0 + i >= M || j0 + j >= N) continue;
+                float *c = &C[(i0 + i) * ldc + j0 + j];
+                *c = beta != 0.0f ? v + beta * *c : v;
+            }
+        if (!(BM == 32 && S == 8)) count[tile] = 0;
+    }
+    g_splitk_launches++;
+    return AT_OK;
+}
+
+/* Runs the GEMM on the host (nn layout); BM=16,BN=32 is wrong, BM=32,BN=32,SA=1 faults.
+ * Configs with SPLITK > 1 run splitk_emulate. */
 static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, const size_t g[3],
-                          const size_t l[3], size_t dims, void *stream, double *ms)
+                          const size_t l[3], size_t dims, size_t shared_bytes, void *stream,
+                          double *ms)
 {
     (void)n, (void)g, (void)l, (void)dims, (void)stream;
     if (d->poisoned) return at_fail(AT_ERR_LAUNCH, "context poisoned");
     g_launches++;
+    if (shared_bytes > g_shared_max) g_shared_max = shared_bytes;
+    if (define_of(p, "SPLITK") >= 1) { /* the split-K space of test_splitk_workspace_shared */
+        if (shared_bytes != (size_t)(1024 * define_of(p, "BM")))
+            return at_fail(AT_ERR_LAUNCH, "dynamic shared memory %zu", shared_bytes);
+        at_status s = define_of(p, "SPLITK") > 1 ? splitk_emulate(p, a, n, g, l) : AT_OK;
+        if (s != AT_OK) return s;
+        if (ms) *ms = 10.0 / (double)define_of(p, "SPLITK") + (define_of(p, "BM") == 16);
+        if (define_of(p, "SPLITK") > 1) return AT_OK;
+    }
     if (has(p, "-DBM=32 -DBN=32 ") && has(p, "-DSA=1 ")) {
         d->poisoned = 1;
         g_crashes++;
@@ -157,7 +231,8 @@ static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, c
         }
     if (has(p, "-DBM=16 -DBN=32 ")) C[0] += 1.0f;
     /* Bigger tiles are faster on the fake GPU, so the best is known. */
-    if (ms) *ms = 1.0 + 100.0 / (double)(strstr(p->options, "-DBM=32") ? 32 : 16);
+    if (ms && define_of(p, "SPLITK") < 0)
+        *ms = 1.0 + 100.0 / (double)(strstr(p->options, "-DBM=32") ? 32 : 16);
     return AT_OK;
 }
 static void *f_native(at_bdev *d)
@@ -275,8 +350,100 @@ static void test_statuses_flush_and_recycle(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A split-K space with dynamic shared memory and a workspace, on the fake GPU: the shared size
+ * and the workspace reach every launch, split-K results are checked like any other, a kernel
+ * that leaves its workspace dirty is a wrong_result, and the tuned kernel launched on the
+ * caller's buffers uses the workspace kept with it (zero again after each launch). */
+static void test_splitk_workspace_shared(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/at-test-pipe-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/tpl", g_dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    static const char *const files[][2] = {
+        {"fake.h", ""},
+        {"gemm.cl", "KERNEL void gemm(void) {}\n"},
+        {"gemm.yaml",
+         "name: gemm\nkernel: gemm\nsource: gemm.cl\nproblem: [m, n, k, ta, tb, big]\n"
+         "device: [max_shared_optin]\n"
+         "parameters:\n  BM: [16, 32, 128]\n  BN: [8]\n  BK: [4]\n  SPLITK: [1, 2, 4, 8]\n"
+         "derived:\n  TILES: ceil_div(m, BM) * ceil_div(n, BN)\n  SMEM: 1024 * BM\n"
+         "constraints:\n  - SMEM <= device.max_shared_optin\n"
+         "launch:\n  global: [ceil_div(n, BN) * 32, ceil_div(m, BM), SPLITK]\n"
+         "  local: [32, 1, 1]\n  shared: SMEM\n"
+         "workspace: \"SPLITK > 1 ? TILES * (BM * BN + 1) * 4 : 0\"\n"
+         "flops: 2 * m * n * k\n"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char f[160];
+        snprintf(f, sizeof f, "%s/%s", path, files[i][0]);
+        FILE *fp = fopen(f, "w");
+        assert_non_null(fp);
+        fputs(files[i][1], fp);
+        fclose(fp);
+    }
+    setenv("AUTOTUNE_TEMPLATE_PATH", path, 1);
+
+    at_context ctx = {.ops = &fake, .compile_threads = 2};
+    f_info(0, &ctx.info);
+    assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
+    assert_int_equal(fake.open(0, &ctx.dev), AT_OK);
+    /* k = 13: 4 K tiles of 4, so SPLITK = 8 has 4 empty ranges; every tile has an M or N edge */
+    at_gemm_problem p = {.m = 37, .n = 20, .k = 13, .alpha = 1.5f, .beta = 0.5f};
+    at_tune_options o = {.strategy = "exhaustive"};
+    at_tune_report r;
+    at_kernel *k = NULL;
+    g_splitk_launches = g_shared_max = 0;
+    at_status st = at_gemm_tune(&ctx, &p, &o, &r, &k);
+    if (st != AT_OK) fail_msg("tune: %s", at_errmsg());
+    assert_int_equal(r.space, 8); /* BM = 128 needs 128 KiB > the 100 KiB opt-in limit */
+    assert_int_equal(r.failed, 1);
+    assert_true(g_splitk_launches >= 5);
+    assert_int_equal(g_shared_max, 32 * 1024);
+    assert_string_equal(r.best_config, "BM=16,BN=8,BK=4,SPLITK=8");
+    const char *want[2] = {"left", 0};
+    assert_int_equal(at_db_scan(ctx.db, "results", "gemm/f32/nn/37x20x13|", count_status, want),
+                     AT_OK);
+    assert_int_equal((intptr_t)want[1], 1); /* the one that does not reset its counters */
+
+    /* the tuned kernel on the caller's buffers: its own zeroed workspace, shared size kept */
+    assert_non_null(k);
+    assert_int_equal(k->shared_bytes, 16 * 1024);
+    assert_non_null(k->workspace.handle);
+    assert_int_equal(k->workspace.bytes, 3 * 3 * (16 * 8 + 1) * 4);
+    float A[37 * 13], B[13 * 20], C[37 * 20], want_c[37 * 20];
+    for (int i = 0; i < 37 * 13; i++) A[i] = (float)((i * 7) % 11) - 5.0f;
+    for (int i = 0; i < 13 * 20; i++) B[i] = (float)((i * 5) % 9) - 4.0f;
+    for (int i = 0; i < 37 * 20; i++) C[i] = want_c[i] = (float)(i % 3);
+    for (int rep = 0; rep < 2; rep++) { /* twice: the second starts from the cleaned workspace */
+        for (int i = 0; i < 37; i++)
+            for (int j = 0; j < 20; j++) {
+                double s = 0;
+                for (int q = 0; q < 13; q++) s += (double)A[i * 13 + q] * B[q * 20 + j];
+                want_c[i * 20 + j] = (float)(1.5 * s + 0.5 * want_c[i * 20 + j]);
+            }
+        size_t before = g_splitk_launches;
+        assert_int_equal(at_gemm_launch(k, (at_devptr){A}, (at_devptr){B}, (at_devptr){C}, NULL),
+                         AT_OK);
+        assert_int_equal(g_splitk_launches, before + 1);
+        for (int i = 0; i < 37 * 20; i++) assert_float_equal(C[i], want_c[i], 1e-3);
+        const unsigned char *w = k->workspace.handle;
+        for (size_t i = 0; i < k->workspace.bytes; i++) assert_int_equal(w[i], 0);
+    }
+    at_kernel_destroy(k);
+
+    fake.close(ctx.dev);
+    at_db_close(ctx.db);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+    unsetenv("AUTOTUNE_TEMPLATE_PATH");
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_statuses_flush_and_recycle)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_statuses_flush_and_recycle),
+                                       cmocka_unit_test(test_splitk_workspace_shared)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

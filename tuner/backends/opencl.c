@@ -335,6 +335,7 @@ static at_status ocl_device_info(int idx, at_device_info *out)
         free(sizes);
     }
     out->local_mem_bytes = dev_ulong(e.device, CL_DEVICE_LOCAL_MEM_SIZE);
+    out->max_shared_optin = out->local_mem_bytes;
     out->global_mem_bytes = dev_ulong(e.device, CL_DEVICE_GLOBAL_MEM_SIZE);
     out->l2_bytes = dev_ulong(e.device, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE);
     out->max_alloc_bytes = dev_ulong(e.device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
@@ -580,11 +581,17 @@ static void ocl_buffer_free(at_bdev *d, at_bbuf b)
 
 static at_status ocl_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
                             const size_t global[3], const size_t local[3], size_t dims,
-                            void *stream, double *ms)
+                            size_t shared_bytes, void *stream, double *ms)
 {
     if (!d || !p || !global || (nargs && !args))
         return at_fail(AT_ERR_INVALID_ARG, "launch: NULL argument");
     if (dims < 1 || dims > 3) return at_fail(AT_ERR_INVALID_ARG, "launch: %zu dimensions", dims);
+    /* OpenCL sizes local memory statically or through __local arguments; no template uses
+     * those, so a dynamic size is a template error, not something to ignore silently. */
+    if (shared_bytes)
+        return at_fail(AT_ERR_UNSUPPORTED,
+                       "launch: %zu bytes of dynamic shared memory (a CUDA feature) on OpenCL",
+                       shared_bytes);
     cl_command_queue q = stream ? (cl_command_queue)stream : d->queue;
     cl_event ev = NULL;
     cl_int err = CL_SUCCESS;
