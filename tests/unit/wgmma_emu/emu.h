@@ -21,7 +21,8 @@
 #include <cstring>
 #include <vector>
 
-namespace at_emu {
+namespace at_emu
+{
 
 struct block {
     std::vector<unsigned char> smem; /* the block's shared memory; address = offset */
@@ -40,8 +41,8 @@ struct mma_op {
     int n, ta, tb, dt, acc_in;
 };
 
-extern bool copy_at_issue;  /* true: cp.async at issue, wgmma at wait; false: the reverse */
-extern int errors;          /* contract violations seen (bad descriptor, misaligned cp.async...) */
+extern bool copy_at_issue; /* true: cp.async at issue, wgmma at wait; false: the reverse */
+extern int errors;         /* contract violations seen (bad descriptor, misaligned cp.async...) */
 extern thread_local int tid;
 extern thread_local block *blk;
 extern thread_local std::vector<std::vector<cp_op>> cp_groups;
@@ -89,8 +90,10 @@ INLINE void at_cp_async16(at_saddr dst, const void *src, int bytes)
     if (((uintptr_t)src & 15) || (dst & 15) || bytes < 0 || bytes > 16)
         at_emu::violation("cp.async: misaligned address or bad size");
     at_emu::cp_op c = {dst, src, bytes};
-    if (at_emu::copy_at_issue) at_emu::do_copy(c);
-    else at_emu::cp_open.push_back(c);
+    if (at_emu::copy_at_issue)
+        at_emu::do_copy(c);
+    else
+        at_emu::cp_open.push_back(c);
 }
 INLINE void at_cp_commit()
 {
@@ -129,8 +132,10 @@ template <int N>
 INLINE void at_wgmma(float *d, unsigned long long da, unsigned long long db, int acc_in)
 {
     at_emu::mma_op m = {d, da, db, N, TA, 1 - TB, DT, acc_in};
-    if (!at_emu::copy_at_issue) at_emu::do_mma(m);
-    else at_emu::mma_open.push_back(m);
+    if (!at_emu::copy_at_issue)
+        at_emu::do_mma(m);
+    else
+        at_emu::mma_open.push_back(m);
 }
 INLINE float at_to_f32(unsigned short u) { return at_emu::to_f32(u, DT); }
 INLINE unsigned short at_from_f32(float f) { return at_emu::from_f32(f, DT); }

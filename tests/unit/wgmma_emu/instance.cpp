@@ -8,7 +8,8 @@
 
 #include <thread>
 
-namespace {
+namespace
+{
 
 void run(const at_emu_args &a)
 {
@@ -40,8 +41,7 @@ void run(const at_emu_args &a)
 #endif
                         );
                         if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty() ||
-                            !at_emu::mma_groups.empty() ||
-                            !at_emu::mma_open.empty())
+                            !at_emu::mma_groups.empty() || !at_emu::mma_open.empty())
                             at_emu::violation("a thread left with copies or MMAs in flight");
                         at_emu::cp_groups.clear();
                         at_emu::mma_groups.clear();

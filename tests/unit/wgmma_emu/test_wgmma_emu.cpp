@@ -20,7 +20,8 @@ extern "C" {
 }
 
 /* ---- the emulated machine ------------------------------------------------------------------- */
-namespace at_emu {
+namespace at_emu
+{
 
 bool copy_at_issue;
 int errors;
@@ -78,8 +79,8 @@ float operand(unsigned long long desc, int mn, int k, int mn_major, int dt)
     if (!mn_major)
         addr = start + (mn % 8) * sw + (mn / 8) * sbo + (k / 8) * 16 + (k % 8) * 2;
     else
-        addr = start + (mn % 8) * 2 + ((mn / 8) % w) * 16 + (mn / (8 * w)) * lbo +
-               (k % 8) * sw + (k / 8) * sbo;
+        addr = start + (mn % 8) * 2 + ((mn / 8) % w) * 16 + (mn / (8 * w)) * lbo + (k % 8) * sw +
+               (k / 8) * sbo;
     addr ^= ((addr >> 7) & (w - 1)) << 4;
     unsigned short u;
     memcpy(&u, smem_at(addr, 2), 2);
@@ -92,12 +93,16 @@ float operand(unsigned long long desc, int mn, int k, int mn_major, int dt)
 void do_mma(const mma_op &m)
 {
     const int t = tid % 128;
+    float a[64][16], b[256][16]; /* the operands, read once per instance of a row/column */
+    bool have_a[64] = {}, have_b[256] = {};
     for (int r = 0; r < m.n / 2; r++) {
         const int row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((r / 2) % 2);
         const int col = 8 * (r / 4) + 2 * (t % 4) + r % 2;
+        for (int k = 0; k < 16 && !have_a[row]; k++) a[row][k] = operand(m.da, row, k, m.ta, m.dt);
+        for (int k = 0; k < 16 && !have_b[col]; k++) b[col][k] = operand(m.db, col, k, m.tb, m.dt);
+        have_a[row] = have_b[col] = true;
         float s = 0.0f;
-        for (int k = 0; k < 16; k++)
-            s += operand(m.da, row, k, m.ta, m.dt) * operand(m.db, col, k, m.tb, m.dt);
+        for (int k = 0; k < 16; k++) s += a[row][k] * b[col][k];
         m.d[r] = m.acc_in ? m.d[r] + s : s;
     }
 }
@@ -173,29 +178,37 @@ static int check(const at_emu_kernel *kn, const problem &p)
     const double eps = dt ? 0x1p-8 : 0x1p-11;
     const double tol = 32.0 * 1.1920929e-7 * std::sqrt((double)p.k) + 1e-6 + eps;
     const size_t tiles = (size_t)((p.m + kn->bm - 1) / kn->bm) * ((p.n + kn->bn - 1) / kn->bn);
+    std::vector<double> ref((size_t)p.m * p.n), bound((size_t)p.m * p.n);
+    for (int i = 0; i < p.m; i++)
+        for (int j = 0; j < p.n; j++) {
+            double sum = 0.0, sa = 0.0;
+            for (int q = 0; q < p.k; q++) {
+                const double x =
+                    at_emu::to_f32(ta ? A[(size_t)q * lda + i] : A[(size_t)i * lda + q], dt);
+                const double y =
+                    at_emu::to_f32(tb ? B[(size_t)j * ldb + q] : B[(size_t)q * ldb + j], dt);
+                sum += x * y;
+                sa += std::fabs(x * y);
+            }
+            const double c0 = p.beta != 0.0f ? at_emu::to_f32(C0[(size_t)i * ldc + j], dt) : 0.0;
+            ref[(size_t)i * p.n + j] = p.alpha * sum + p.beta * c0;
+            bound[(size_t)i * p.n + j] = std::fabs(p.alpha) * sa + std::fabs(p.beta * c0) + 1e-30;
+        }
     int bad = 0;
     for (int mode = 0; mode < 2; mode++) {
         at_emu::copy_at_issue = mode == 1;
         at_emu::errors = 0;
         std::vector<unsigned short> C = C0;
         std::vector<float> ws(kn->splitk > 1 ? tiles * (kn->bm * kn->bn + 1) : 0, 0.0f);
-        at_emu_args a = {p.m,        p.n, p.k,        p.alpha, p.beta,   A.data(),
-                         lda,        B.data(), ldb, C.data(), ldc, ws.empty() ? nullptr : ws.data()};
+        at_emu_args a = {p.m, p.n,      p.k, p.alpha,  p.beta, A.data(),
+                         lda, B.data(), ldb, C.data(), ldc,    ws.empty() ? nullptr : ws.data()};
         kn->run(a);
         double worst = 0.0;
         for (int i = 0; i < p.m; i++)
             for (int j = 0; j < p.n; j++) {
-                double s = 0.0, sa = 0.0;
-                for (int q = 0; q < p.k; q++) {
-                    const double x = at_emu::to_f32(ta ? A[(size_t)q * lda + i] : A[(size_t)i * lda + q], dt);
-                    const double y = at_emu::to_f32(tb ? B[(size_t)j * ldb + q] : B[(size_t)q * ldb + j], dt);
-                    s += x * y;
-                    sa += std::fabs(x * y);
-                }
-                const double c0 = p.beta != 0.0f ? at_emu::to_f32(C0[(size_t)i * ldc + j], dt) : 0.0;
-                const double ref = p.alpha * s + p.beta * c0;
-                const double bound = std::fabs(p.alpha) * sa + std::fabs(p.beta * c0) + 1e-30;
-                const double e = std::fabs(at_emu::to_f32(C[(size_t)i * ldc + j], dt) - ref) / bound;
+                const size_t o = (size_t)i * p.n + j;
+                const double e =
+                    std::fabs(at_emu::to_f32(C[(size_t)i * ldc + j], dt) - ref[o]) / bound[o];
                 if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
             }
         /* nothing written past each row's n columns, nor past the last row */
@@ -205,14 +218,15 @@ static int check(const at_emu_kernel *kn, const problem &p)
         for (float w : ws)
             if (w != 0.0f) worst = INFINITY;
         if (!(worst <= tol) || at_emu::errors) {
-            fprintf(stderr,
-                    "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d %s%s %s m%d n%d k%d pads %d/%d/%d "
-                    "beta %g, %s: max rel error %g (tol %g), %d emulator errors\n",
-                    kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk,
-                    ta ? "t" : "n", tb ? "t" : "n", dt ? "bf16" : "f16", p.m, p.n, p.k, p.pad_a,
-                    p.pad_b, p.pad_c, (double)p.beta,
-                    mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
-                    tol, at_emu::errors);
+            fprintf(
+                stderr,
+                "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d %s%s %s m%d n%d k%d pads %d/%d/%d "
+                "beta %g, %s: max rel error %g (tol %g), %d emulator errors\n",
+                kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, ta ? "t" : "n",
+                tb ? "t" : "n", dt ? "bf16" : "f16", p.m, p.n, p.k, p.pad_a, p.pad_b, p.pad_c,
+                (double)p.beta,
+                mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
+                tol, at_emu::errors);
             bad++;
         }
     }
@@ -227,10 +241,10 @@ static void test_every_instance(void **state)
     for (const at_emu_kernel *kn : kernels()) {
         const int bm = kn->bm, bn = kn->bn, bk = kn->bk;
         const problem ps[] = {
-            {bm, bn, 2 * kn->splitk * bk, 0, 0, 0, 1.0f, 0.0f},                /* whole tiles */
-            {bm + 17, bn / 2 + 5, 3 * bk + 7, 0, 0, 0, 0.5f, -1.25f},          /* every edge */
-            {1, 1, 1, 0, 0, 0, 1.0f, 1.0f},                                    /* tiny */
-            {bm / 2 + 3, bn + 9, bk / 2 + 1, 1, 3, 1, 1.0f, 0.5f},             /* misaligned */
+            {bm, bn, 2 * kn->splitk * bk, 0, 0, 0, 1.0f, 0.0f},       /* whole tiles */
+            {bm + 17, bn / 2 + 5, 3 * bk + 7, 0, 0, 0, 0.5f, -1.25f}, /* every edge */
+            {1, 1, 1, 0, 0, 0, 1.0f, 1.0f},                           /* tiny */
+            {bm / 2 + 3, bn + 9, bk / 2 + 1, 1, 3, 1, 1.0f, 0.5f},    /* misaligned */
         };
         for (const problem &p : ps) {
             bad += check(kn, p);
@@ -260,7 +274,8 @@ static void test_model_distinguishes_layouts(void **state)
     int differ_major = 0, differ_swz = 0;
     for (int mn = 0; mn < 8; mn++)
         for (int k = 0; k < 16; k++) {
-            differ_major += at_emu::operand(k128, mn, k, 0, 0) != at_emu::operand(k128, mn, k, 1, 0);
+            differ_major +=
+                at_emu::operand(k128, mn, k, 0, 0) != at_emu::operand(k128, mn, k, 1, 0);
             differ_swz += at_emu::operand(k128, mn, k, 0, 0) != at_emu::operand(k64, mn, k, 0, 0);
         }
     assert_true(differ_major > 0);
