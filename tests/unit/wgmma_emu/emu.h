@@ -58,6 +58,22 @@ float operand(unsigned long long desc, int mn, int k, int mn_major, int dt);
 float to_f32(unsigned short u, int dt);
 unsigned short from_f32(float f, int dt);
 
+/* commit_group: the open operations become the newest group */
+template <typename Op> void commit(std::vector<std::vector<Op>> &groups, std::vector<Op> &open)
+{
+    groups.push_back(open);
+    open.clear();
+}
+/* wait_group n: performs the oldest groups until at most n are pending */
+template <typename Op>
+void drain(std::vector<std::vector<Op>> &groups, int n, void (*perform)(const Op &))
+{
+    while (groups.size() > (size_t)n) {
+        for (const Op &o : groups.front()) perform(o);
+        groups.erase(groups.begin());
+    }
+}
+
 } // namespace at_emu
 
 #ifndef AT_EMU_MACHINE_ONLY /* the test's own file wants the machine, not a kernel's macros */
@@ -95,18 +111,8 @@ INLINE void at_cp_async16(at_saddr dst, const void *src, int bytes)
     else
         at_emu::cp_open.push_back(c);
 }
-INLINE void at_cp_commit()
-{
-    at_emu::cp_groups.push_back(at_emu::cp_open);
-    at_emu::cp_open.clear();
-}
-template <int N> INLINE void at_cp_wait()
-{
-    while (at_emu::cp_groups.size() > (size_t)N) {
-        for (const at_emu::cp_op &c : at_emu::cp_groups.front()) at_emu::do_copy(c);
-        at_emu::cp_groups.erase(at_emu::cp_groups.begin());
-    }
-}
+INLINE void at_cp_commit() { at_emu::commit(at_emu::cp_groups, at_emu::cp_open); }
+template <int N> INLINE void at_cp_wait() { at_emu::drain(at_emu::cp_groups, N, at_emu::do_copy); }
 INLINE void at_st_shared16(at_saddr dst, unsigned w0, unsigned w1, unsigned w2, unsigned w3)
 {
     if (dst & 15) at_emu::violation("st.shared.v4: misaligned");
@@ -116,17 +122,10 @@ INLINE void at_st_shared16(at_saddr dst, unsigned w0, unsigned w1, unsigned w2, 
 INLINE void at_fence_proxy_async() {}
 INLINE void at_fence_reg(float &) {}
 INLINE void at_wgmma_fence() {}
-INLINE void at_wgmma_commit()
-{
-    at_emu::mma_groups.push_back(at_emu::mma_open);
-    at_emu::mma_open.clear();
-}
+INLINE void at_wgmma_commit() { at_emu::commit(at_emu::mma_groups, at_emu::mma_open); }
 template <int N> INLINE void at_wgmma_wait()
 {
-    while (at_emu::mma_groups.size() > (size_t)N) {
-        for (const at_emu::mma_op &m : at_emu::mma_groups.front()) at_emu::do_mma(m);
-        at_emu::mma_groups.erase(at_emu::mma_groups.begin());
-    }
+    at_emu::drain(at_emu::mma_groups, N, at_emu::do_mma);
 }
 template <int N>
 INLINE void at_wgmma(float *d, unsigned long long da, unsigned long long db, int acc_in)
