@@ -178,8 +178,8 @@ static at_status gemm_template(at_context *ctx, const at_gemm_problem *p, at_tem
 {
     AT_TRY(ready(ctx));
     AT_TRY(at_gemm_validate(p, ctx));
-    AT_TRY(
-        at_template_load(at_gemm_template_name(p->dtype, ctx->info.backend), ctx->info.backend, t));
+    AT_TRY(at_template_load(at_gemm_template_name(p->dtype, ctx->info.backend, ctx->info.arch),
+                            ctx->info.backend, t));
     at_status s = at_template_bind_device(*t, &ctx->info);
     if (s == AT_OK) s = at_gemm_bind(p, (*t)->space);
     if (s != AT_OK) {
@@ -466,7 +466,8 @@ at_status at_gemm_compile_space(const char *backend, const char *arch, const at_
                     backend);
     if (s == AT_OK) s = ctx.ops->open_target(arch, &ctx.info, &ctx.dev);
     if (s == AT_OK) s = at_gemm_validate(p, &ctx);
-    if (s == AT_OK) s = at_template_load(at_gemm_template_name(p->dtype, backend), backend, &t);
+    if (s == AT_OK)
+        s = at_template_load(at_gemm_template_name(p->dtype, backend, arch), backend, &t);
     if (s == AT_OK) s = at_template_bind_device(t, &ctx.info);
     if (s == AT_OK) s = at_gemm_bind(p, t->space);
     if (s == AT_OK) s = at_pipeline_compile(&ctx, t, limit, seed, out);

@@ -54,6 +54,7 @@ typedef struct at_resources {
     int64_t shared_bytes; /* static shared / local memory per block */
     int64_t local_bytes;  /* private (stack) memory per thread */
     int64_t max_threads;  /* the largest work-group this kernel can run; 0 or -1: unknown */
+    int64_t serialized;   /* 1: ptxas serialized the kernel's wgmma pipeline (CUDA C7515) */
 } at_resources;
 
 typedef struct at_backend_ops {

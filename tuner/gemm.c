@@ -48,7 +48,7 @@ at_status at_gemm_validate(const at_gemm_problem *g, const at_context *ctx)
                        (int)g->layout);
     if ((unsigned)g->dtype > AT_DTYPE_BF16)
         return at_fail(AT_ERR_INVALID_ARG, "dtype %d is not one of f32, f16, bf16", (int)g->dtype);
-    if (ctx && !at_gemm_template_name(g->dtype, ctx->info.backend))
+    if (ctx && !at_gemm_template_name(g->dtype, ctx->info.backend, ctx->info.arch))
         return at_fail(AT_ERR_UNSUPPORTED,
                        "dtype %s is not supported on the %s backend (f32 only; f16 and bf16 "
                        "need the cuda or hip backend)",
@@ -70,11 +70,13 @@ at_status at_gemm_validate(const at_gemm_problem *g, const at_context *ctx)
     return AT_OK;
 }
 
-const char *at_gemm_template_name(at_dtype d, const char *backend)
+const char *at_gemm_template_name(at_dtype d, const char *backend, const char *arch)
 {
     if (d == AT_DTYPE_F32) return "gemm";
-    /* f16 and bf16 run on matrix units: tensor cores (mma.sync) on CUDA, MFMA on HIP. */
-    if (strcmp(backend, "cuda") == 0) return "gemm_mma";
+    /* f16 and bf16 run on matrix units: tensor cores on CUDA — wgmma on Hopper (sm_90a, the
+     * arch the backend picks for compute capability 9.0), mma.sync elsewhere — MFMA on HIP. */
+    if (strcmp(backend, "cuda") == 0)
+        return arch && strcmp(arch, "sm_90a") == 0 ? "gemm_wgmma" : "gemm_mma";
     return strcmp(backend, "hip") == 0 ? "gemm_mfma" : NULL;
 }
 

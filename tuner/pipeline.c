@@ -362,6 +362,10 @@ int at_resources_fit(const at_device_info *info, const at_resources *r, int64_t 
                  (long long)r->shared_bytes, (long long)info->local_mem_bytes);
         return 0;
     }
+    if (r->serialized > 0) {
+        snprintf(why, whylen, "ptxas serialized its wgmma.mma_async instructions (C7515)");
+        return 0;
+    }
     if (r->max_threads > 0 && threads > r->max_threads) {
         snprintf(why, whylen, "a work-group of %lld exceeds the kernel's limit of %lld",
                  (long long)threads, (long long)r->max_threads);

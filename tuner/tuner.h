@@ -85,8 +85,9 @@ void at_gemm_reference(const at_gemm_problem *g, const float *a, const float *b,
 /* Relative error tolerance for a dot product of length k accumulated in f32, with the output
  * rounded to d. */
 double at_gemm_tolerance(int64_t k, at_dtype d);
-/* The template for a dtype on a backend ("gemm", "gemm_mma"), NULL if there is none. */
-const char *at_gemm_template_name(at_dtype d, const char *backend);
+/* The template for a dtype on a backend and compile target ("gemm", "gemm_mma", "gemm_wgmma" for
+ * sm_90a), NULL if there is none. arch may be NULL (not Hopper). */
+const char *at_gemm_template_name(at_dtype d, const char *backend, const char *arch);
 /* Element size, and conversions between f32 and an element type (round to nearest even). */
 size_t at_dtype_size(at_dtype d);
 void at_dtype_from_f32(at_dtype d, const float *src, void *dst, size_t n);
@@ -114,9 +115,9 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_gemm_problem
  * it), waiting until the zeroing is done so any stream may use it. */
 at_status at_workspace_ensure(at_context *ctx, at_bbuf *ws, size_t bytes);
 
-/* 1 if a compiled kernel fits the device: no spills, static shared memory within
- * local_mem_bytes, a work-group the kernel can run, registers x threads within the block's
- * register budget. Otherwise 0 and why says which
+/* 1 if a compiled kernel fits the device: no spills, no serialized wgmma, static shared memory
+ * within local_mem_bytes, a work-group the kernel can run, registers x threads within the
+ * block's register budget. Otherwise 0 and why says which
  * limit. Unknown counts pass. */
 int at_resources_fit(const at_device_info *info, const at_resources *r, int64_t threads, char *why,
                      size_t whylen);

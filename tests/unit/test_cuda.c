@@ -430,10 +430,27 @@ static const char *LOG_SM80_DEVFN =
     "ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 364 bytes cmem[0]\n"
     "ptxas info    : Compile time = 2.512 ms\n";
 
+/* ptxas (CUDA 13) on a wgmma kernel whose MMAs it had to serialize (gemm_wgmma, an early
+ * version, compiled with nvcc -Xptxas -v). */
+static const char *LOG_WGMMA_SERIALIZED =
+    "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are "
+    "serialized due to non wgmma instructions defining accumulator registers of a wgmma between "
+    "start and end of the pipeline stage in the function 'gemm_wgmma'\n"
+    "ptxas info    : 0 bytes gmem\n"
+    "ptxas info    : Compiling entry function 'gemm_wgmma' for 'sm_90a'\n"
+    "ptxas info    : Function properties for gemm_wgmma\n"
+    "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+    "ptxas info    : Used 182 registers, used 1 barriers\n";
+
 static void test_report_parser(void **state)
 {
     (void)state;
     at_resources r;
+    assert_int_equal(at_cuda_parse_ptxas(LOG_WGMMA_SERIALIZED, "gemm_wgmma", &r), 0);
+    assert_int_equal(r.registers, 182);
+    assert_int_equal(r.serialized, 1);
+    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "k", &r), 0);
+    assert_int_equal(r.serialized, 0);
     assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "k", &r), 0);
     assert_int_equal(r.registers, 15);
     assert_int_equal(r.shared_bytes, 4096);

@@ -269,8 +269,12 @@ static void test_16bit_conversions(void **state)
     at_dtype_to_f32(AT_DTYPE_BF16, h, &back, 1);
     assert_true(isnan(back));
     assert_true(at_gemm_tolerance(1024, AT_DTYPE_BF16) > at_gemm_tolerance(1024, AT_DTYPE_F32));
-    assert_string_equal(at_gemm_template_name(AT_DTYPE_BF16, "cuda"), "gemm_mma");
-    assert_null(at_gemm_template_name(AT_DTYPE_F16, "opencl"));
+    assert_string_equal(at_gemm_template_name(AT_DTYPE_BF16, "cuda", "sm_80"), "gemm_mma");
+    assert_string_equal(at_gemm_template_name(AT_DTYPE_BF16, "cuda", NULL), "gemm_mma");
+    assert_string_equal(at_gemm_template_name(AT_DTYPE_F16, "cuda", "sm_90"), "gemm_mma");
+    assert_string_equal(at_gemm_template_name(AT_DTYPE_F16, "cuda", "sm_90a"), "gemm_wgmma");
+    assert_string_equal(at_gemm_template_name(AT_DTYPE_F32, "cuda", "sm_90a"), "gemm");
+    assert_null(at_gemm_template_name(AT_DTYPE_F16, "opencl", ""));
 }
 
 int main(void)

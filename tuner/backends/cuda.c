@@ -710,7 +710,7 @@ static at_status cuda_load_binary(at_bdev *d, const void *bin, size_t len, const
  * attributes otherwise (those do not tell spills). */
 static at_status cuda_resources(at_bprog *p, at_resources *out)
 {
-    *out = (at_resources){-1, -1, -1, -1, -1};
+    *out = (at_resources){-1, -1, -1, -1, -1, 0};
     if (!p) return at_fail(AT_ERR_INVALID_ARG, "resources: NULL program");
     if (p->log && at_cuda_parse_ptxas(p->log, p->name, out) == 0) return AT_OK;
     if (p->fn && cu.cuCtxSetCurrent(p->dev->ctx) == 0) {
@@ -719,7 +719,7 @@ static at_status cuda_resources(at_bprog *p, at_resources *out)
         if (r == 0) r = cu.cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, p->fn);
         if (r == 0) r = cu.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, p->fn);
         if (r != 0) return cu_fail(AT_ERR_UNSUPPORTED, "cuFuncGetAttribute", r);
-        *out = (at_resources){regs, -1, smem, local, -1};
+        *out = (at_resources){regs, -1, smem, local, -1, 0};
         return AT_OK;
     }
     return at_fail(AT_ERR_UNSUPPORTED, "no ptxas report for kernel %s", p->name);
@@ -895,7 +895,7 @@ static int quoted_after(const char *line, const char *marker, char *name, size_t
 
 int at_cuda_parse_ptxas(const char *log, const char *kernel, at_resources *out)
 {
-    *out = (at_resources){-1, -1, -1, -1, -1};
+    *out = (at_resources){-1, -1, -1, -1, -1, 0};
     if (!log) return -1;
     static const char entry_marker[] = "Compiling entry function '";
     static const char props_marker[] = "Function properties for ";
@@ -948,8 +948,18 @@ int at_cuda_parse_ptxas(const char *log, const char *kernel, at_resources *out)
         }
     }
     if (!found) {
-        *out = (at_resources){-1, -1, -1, -1, -1};
+        *out = (at_resources){-1, -1, -1, -1, -1, 0};
         return -1;
+    }
+    /* "(C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to
+     * ... in the function 'NAME'": the MMAs then wait for each other, a Hopper kernel's ruin. */
+    for (const char *w = strstr(log, "instructions are serialized"); w;
+         w = strstr(w + 1, "instructions are serialized")) {
+        const char *eol = strchr(w, '\n');
+        char fn[600];
+        snprintf(fn, sizeof fn, "function '%s'", want);
+        const char *f = strstr(w, fn);
+        if (f && (!eol || f < eol)) out->serialized = 1;
     }
     return 0;
 }

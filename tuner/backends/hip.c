@@ -824,7 +824,7 @@ static at_status hip_load_binary(at_bdev *d, const void *bin, size_t len, const 
 /* From the code object's metadata, for compiled and loaded programs alike. */
 static at_status hip_resources(at_bprog *p, at_resources *out)
 {
-    *out = (at_resources){-1, -1, -1, -1, -1};
+    *out = (at_resources){-1, -1, -1, -1, -1, 0};
     if (!p) return at_fail(AT_ERR_INVALID_ARG, "resources: NULL program");
     if (!p->have_meta) return at_fail(AT_ERR_UNSUPPORTED, "no metadata for kernel %s", p->name);
     at_amdgpu_meta_resources(&p->meta, out);

@@ -160,7 +160,7 @@ done:
 
 void at_amdgpu_meta_resources(const at_amdgpu_kernel_meta *m, at_resources *out)
 {
-    *out = (at_resources){-1, -1, -1, -1, -1};
+    *out = (at_resources){-1, -1, -1, -1, -1, 0};
     out->registers = m->vgprs;
     if (m->vgpr_spills >= 0) out->spill_bytes = 4 * m->vgpr_spills;
     out->shared_bytes = m->lds_bytes;

@@ -645,7 +645,7 @@ static at_status ocl_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t
  * device maximum for a kernel that needs many registers) and its local and private memory. */
 static at_status ocl_resources(at_bprog *p, at_resources *out)
 {
-    *out = (at_resources){-1, -1, -1, -1, -1};
+    *out = (at_resources){-1, -1, -1, -1, -1, 0};
     size_t wg = 0;
     cl_ulong lmem = 0, pmem = 0;
     cl_int err = cl.clGetKernelWorkGroupInfo(p->kernel, p->dev->device, CL_KERNEL_WORK_GROUP_SIZE,

@@ -1,0 +1,605 @@
+/* gemm_wgmma.cu — tunable Hopper (sm_90a) tensor-core GEMM template for 16-bit operands, built
+ * on wgmma.mma_async with both operands read from shared memory through matrix descriptors.
+ *
+ *   C = alpha * op(A) * op(B) + beta * C        all matrices row-major, elements 16-bit
+ *
+ *   A(i,p) = TA ? A[p*lda + i] : A[i*lda + p]   op(A) is M x K
+ *   B(p,j) = TB ? B[j*ldb + p] : B[p*ldb + j]   op(B) is K x N
+ *   C(i,j) = C[i*ldc + j]                       C is M x N; not read when beta == 0
+ *
+ * Same arguments, problem variables and element conventions as gemm_mma.cu (raw 16-bit
+ * patterns: IEEE half when DT = 0, bfloat16 when DT = 1; f32 accumulation; one rounding of C).
+ *
+ * Structure. A block of WGS consumer warpgroups (128 threads each) computes a BM x BN tile of C;
+ * warpgroup g owns rows [g*BM/WGS, (g+1)*BM/WGS), covered by MT = BM/WGS/64 m64 tiles times
+ * NT = BN/WN wgmma tiles of m64 x WN, whose f32 accumulators (MT*NT*WN/2 per thread) stay in
+ * registers. K advances in BK steps through a STAGES-deep ring of shared-memory stages in
+ * dynamic shared memory (up to the 227 KiB opt-in), filled by every thread with 16-byte
+ * `cp.async.cg` copies, one commit group per K tile. Per K tile each warpgroup issues
+ * BK/16 x MT x NT `wgmma.mma_async` (after `wgmma.fence`), commits them as one group and waits
+ * with `wgmma.wait_group 1`: the MMAs of tile kt run while tile kt+1 is waited for and tiles up
+ * to kt+STAGES-2 are being copied. Ring invariant: the copy issued in iteration kt goes to the
+ * stage of tile kt-2, whose MMAs every warpgroup retired (wait_group 1 at the end of kt-1)
+ * before the barrier of iteration kt; so STAGES-2 tiles are in flight while one is consumed and
+ * one is being retired (STAGES >= 3).
+ *
+ * Shared-memory layout (the canonical wgmma layouts; PTX ISA "Shared Memory Matrix Layout",
+ * CUTLASS cute GMMA::Layout_{K,MN}_SW{64,128}_Atom). Swizzling is the hardware's: in every
+ * SW-byte swizzle atom (SW = 128 or 64), byte address bits [4, 4+log2(SW/16)) are XORed with
+ * bits [7, ...): phys = addr ^ (((addr >> 7) & (SW/16 - 1)) << 4), on 1024-byte aligned atoms.
+ *   K-major operand (A when TA = 0, B when TB = 1): rows are M (N), each row holds KSW =
+ *     min(BK, 64) consecutive k (KSW*2 = SW bytes); BK/KSW such column blocks one after the
+ *     other. Descriptor: start = block + row0*SW + (k0 % KSW)*2, SBO = 8*SW (the next 8 rows),
+ *     LBO unused (16), swizzle 128B (BK >= 64) or 64B (BK = 32); transpose bit 0.
+ *   MN-major operand (A when TA = 1, B when TB = 0): blocks of 64 M (N) columns, each BK rows
+ *     (k) of 128 bytes; 128B swizzle. Descriptor: start = block + k0*128, LBO = BK*128 (the
+ *     next 64 columns), SBO = 1024 (the next 8 k); transpose bit 1.
+ * The global tile is copied in 16-byte chunks along its contiguous dimension, which is the
+ * contiguous dimension of these layouts too, so a chunk lands whole in one swizzled slot.
+ *
+ * Misaligned operands and edges: as gemm_mma (a uniform run-time test for 16-byte aligned
+ * A/B/lda/ldb picks cp.async or synchronous 16-bit loads + 16-byte shared stores; copies past
+ * the M/N/K bounds zero-fill through cp.async's src-size). Both paths write shared memory with
+ * the generic proxy; each thread's `fence.proxy.async.shared::cta` before the barrier makes the
+ * writes visible to wgmma (async proxy).
+ *
+ * Epilogue: straight from the accumulator fragments (m64nNk16 D layout: register r of thread t
+ * is row 16*(t/32) + (t%32)/4 + 8*((r/2)%2), column 8*(r/4) + 2*(t%4) + r%2) to global memory,
+ * column pairs with 32-bit accesses when C allows; alpha/beta in f32, C not read when
+ * beta == 0, rows/columns past M/N skipped.
+ *
+ * Split-K (SPLITK > 1): block z of the grid's third dimension takes K tiles
+ * [z*KTS, (z+1)*KTS), KTS = ceil(ceil(K/BK)/SPLITK), and the kernel takes one more argument,
+ * `ws`: a zeroed workspace of ceil(M/BM)*ceil(N/BN) f32 tiles of BM x BN followed by one int
+ * counter per tile. Each split adds its partial tile there (atomicAdd), fences, and counts
+ * itself in; the split that arrives last reads the sums while zeroing them (atomicExch),
+ * writes alpha*sum + beta*C, and zeroes the counter, so the workspace is all zero again.
+ *
+ * Tuning parameters (-D; constraints in gemm_wgmma.yaml):
+ *   BM, BN  block tile of C   BK  K tile (32 or 64)   WN  N of the wgmma instruction
+ *   WGS     consumer warpgroups (1 or 2), stacked along M    STAGES  ring depth (>= 3)
+ *   SPLITK  K splits (1: none)
+ * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 as gemm_mma. Launch: local = [128*WGS, 1, 1],
+ * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic shared memory
+ * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
+ *
+ * The PTX primitives are wrapped in the at_* functions below; defining AT_WGMMA_EMULATE before
+ * including this file replaces them (and the preamble macros) with a host emulation
+ * (tests/unit/test_wgmma_emu.cpp). */
+
+/* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 64
+#endif
+#ifndef WN
+#define WN 128
+#endif
+#ifndef WGS
+#define WGS 1
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef SPLITK
+#define SPLITK 1
+#endif
+#ifndef TA
+#define TA 0
+#endif
+#ifndef TB
+#define TB 0
+#endif
+#ifndef EDGE_M
+#define EDGE_M 1
+#endif
+#ifndef EDGE_N
+#define EDGE_N 1
+#endif
+#ifndef EDGE_K
+#define EDGE_K 1
+#endif
+#ifndef DT
+#define DT 0
+#endif
+#ifndef IDX64
+#define IDX64 0
+#endif
+
+/* ---- derived constants ----------------------------------------------------------------------- */
+#define THREADS (128 * WGS)
+#define WG_ROWS (BM / WGS)    /* rows of C per warpgroup */
+#define MT      (WG_ROWS / 64) /* m64 tiles per warpgroup */
+#define NT      (BN / WN)      /* wgmma tiles along N */
+#define KSW     (BK < 64 ? BK : 64) /* k per swizzled row of a K-major operand */
+#define A_BYTES (BM * BK * 2)  /* one stage of A, and of B */
+#define B_BYTES (BN * BK * 2)
+#define STAGE_BYTES (A_BYTES + B_BYTES)
+
+#if IDX64
+typedef long idx_t;
+#else
+typedef int idx_t;
+#endif
+
+#if DT
+#define AT_MMA_TYPE "bf16"
+#else
+#define AT_MMA_TYPE "f16"
+#endif
+
+typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
+
+/* ---- PTX primitives -------------------------------------------------------------------------- */
+#ifndef AT_WGMMA_EMULATE
+typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
+
+#define AT_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
+INLINE at_saddr at_smem_addr(const void *p)
+{
+    at_saddr a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+/* 16 bytes from global src to shared dst, of which the first `bytes` (0..16) are read and the
+ * rest zero-filled. src must be 16-byte aligned (a valid address even when bytes == 0). */
+INLINE void at_cp_async16(const at_saddr dst, const void *src, const int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+INLINE void at_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> INLINE void at_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned w1,
+                           const unsigned w2, const unsigned w3)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1),
+                 "r"(w2), "r"(w3)
+                 : "memory");
+}
+
+/* Generic-proxy shared-memory writes (cp.async, st.shared) of this thread become visible to
+ * the async proxy, which wgmma reads shared memory through. */
+INLINE void at_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+INLINE void at_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+INLINE void at_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> INLINE void at_wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accesses of an accumulator register across the wgmma
+ * fence/wait around it (it does not know the asynchronous MMA writes it). */
+INLINE void at_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+
+/* d (m64 x N f32 fragment) = A(64x16, descriptor da) * B(16xN, descriptor db) (+ d when acc_in);
+ * the transpose immediates select M-major A (TA) and N-major B (!TB). */
+template <int N> INLINE void at_wgmma(float *d, const at_desc da, const at_desc db, const int acc_in);
+template <> INLINE void at_wgmma<64>(float *d, const at_desc da, const at_desc db, const int acc_in)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
+                 "{" "%0, %1, %2, %3, %4, %5, %6, %7,"
+                 "%8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23,"
+                 "%24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+                   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
+}
+template <> INLINE void at_wgmma<128>(float *d, const at_desc da, const at_desc db, const int acc_in)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
+                 "{" "%0, %1, %2, %3, %4, %5, %6, %7,"
+                 "%8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23,"
+                 "%24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39,"
+                 "%40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55,"
+                 "%56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+                   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
+                   "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
+}
+template <> INLINE void at_wgmma<256>(float *d, const at_desc da, const at_desc db, const int acc_in)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
+                 "{" "%0, %1, %2, %3, %4, %5, %6, %7,"
+                 "%8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23,"
+                 "%24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39,"
+                 "%40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55,"
+                 "%56, %57, %58, %59, %60, %61, %62, %63,"
+                 "%64, %65, %66, %67, %68, %69, %70, %71,"
+                 "%72, %73, %74, %75, %76, %77, %78, %79,"
+                 "%80, %81, %82, %83, %84, %85, %86, %87,"
+                 "%88, %89, %90, %91, %92, %93, %94, %95,"
+                 "%96, %97, %98, %99, %100, %101, %102, %103,"
+                 "%104, %105, %106, %107, %108, %109, %110, %111,"
+                 "%112, %113, %114, %115, %116, %117, %118, %119,"
+                 "%120, %121, %122, %123, %124, %125, %126, %127"
+                 "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+                   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
+                   "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),
+                   "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]),
+                   "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+                   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),
+                   "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+                   "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
+                   "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+                   "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
+                   "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
+}
+
+INLINE float at_to_f32(const unsigned short u)
+{
+#if DT
+    return __uint_as_float((unsigned)u << 16);
+#else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
+    return f;
+#endif
+}
+INLINE unsigned short at_from_f32(const float f)
+{
+    unsigned short u;
+#if DT
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
+#else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
+#endif
+    return u;
+}
+
+/* split-K workspace traffic, in L2 (device scope) */
+INLINE void at_red_add(float *p, const float v) { atomicAdd(p, v); }
+INLINE float at_take(float *p) { return atomicExch(p, 0.0f); }
+INLINE int at_count_in(int *p) { return atomicAdd(p, 1); }
+INLINE void at_count_reset(int *p) { atomicExch(p, 0); }
+INLINE void at_fence_device() { __threadfence(); }
+#endif /* AT_WGMMA_EMULATE */
+
+/* ---- shared-memory layout and descriptors ---------------------------------------------------- */
+
+/* The hardware swizzle of an SW-byte atom (SW = 128, 64 or 32) on a byte offset from a
+ * 1024-byte aligned base. */
+template <int SW> INLINE int at_swz(const int addr)
+{
+    return addr ^ (((addr >> 7) & (SW / 16 - 1)) << 4);
+}
+
+/* Byte offset of the 8-element chunk starting at (mn, k) of a K-major operand tile with ROWS
+ * rows (mn), k % 8 == 0. */
+template <int ROWS> INLINE int at_off_k(const int mn, const int k)
+{
+    return at_swz<KSW * 2>((k / KSW) * (ROWS * KSW * 2) + mn * (KSW * 2) + (k % KSW) * 2);
+}
+/* ... of an MN-major operand tile, chunk (mn .. mn+7, k), mn % 8 == 0. */
+INLINE int at_off_mn(const int mn, const int k)
+{
+    return at_swz<128>((mn / 64) * (BK * 128) + k * 128 + (mn % 64) * 2);
+}
+
+/* Descriptor fields: start address, LBO and SBO in 16-byte units (14 bits each) and the layout
+ * type in bits 62-63 (1: 128B swizzle, 2: 64B, 3: 32B); base offset 0 (atoms 1024-aligned). */
+INLINE at_desc at_make_desc(const at_saddr start, const unsigned lbo, const unsigned sbo,
+                            const unsigned sw)
+{
+    const unsigned long long type = sw == 128 ? 1ull : sw == 64 ? 2ull : 3ull;
+    return (unsigned long long)((start & 0x3ffffu) >> 4) |
+           ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
+           ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (type << 62);
+}
+/* The 64(or N) x 16 operand at rows mn0.., k0.. (k0 % 16 == 0) of a tile at `tile`. */
+template <int ROWS> INLINE at_desc at_desc_k(const at_saddr tile, const int mn0, const int k0)
+{
+    return at_make_desc(tile + (k0 / KSW) * (ROWS * KSW * 2) + mn0 * (KSW * 2) + (k0 % KSW) * 2,
+                        16, 8 * KSW * 2, KSW * 2);
+}
+INLINE at_desc at_desc_mn(const at_saddr tile, const int mn0, const int k0)
+{
+    return at_make_desc(tile + (mn0 / 64) * (BK * 128) + k0 * 128, BK * 128, 1024, 128);
+}
+
+#if TA
+#define AT_DESC_A(t, m0, k0) at_desc_mn((t), (m0), (k0))
+#else
+#define AT_DESC_A(t, m0, k0) at_desc_k<BM>((t), (m0), (k0))
+#endif
+#if TB
+#define AT_DESC_B(t, n0, k0) at_desc_k<BN>((t), (n0), (k0))
+#else
+#define AT_DESC_B(t, n0, k0) at_desc_mn((t), (n0), (k0))
+#endif
+
+/* ---- global -> shared staging ---------------------------------------------------------------- */
+
+/* Stages the tile whose element (r, c) is g[(row0 + r) * ld + col0 + c] (r < ROWS, c < COLS),
+ * zero where row0 + r >= nrows (checked when ER) or col0 + c >= ncols (when EC). Global rows are
+ * mn when KMAJ (the tile is K-major: c is k) and k otherwise (c is mn). 16-byte chunks of 8
+ * elements along c, consecutive threads on consecutive chunks. vec: cp.async; else 16-bit loads
+ * and 16-byte shared stores. */
+template <int ROWS, int COLS, int KMAJ, int ER, int EC>
+INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const idx_t ld,
+                     const int row0, const int col0, const int nrows, const int ncols,
+                     const int tid, const bool vec)
+{
+    constexpr int R = COLS / 8;
+    constexpr int CH = ROWS * R;
+    AT_UNROLL((CH + THREADS - 1) / THREADS)
+    for (int i = 0; i < (CH + THREADS - 1) / THREADS; ++i) {
+        const int c = tid + i * THREADS;
+        if (CH % THREADS == 0 || c < CH) {
+            const int r = c / R, cc = (c % R) * 8;
+            const int gr = row0 + r, gc = col0 + cc;
+            int n = 8;
+            if (ER && gr >= nrows) n = 0;
+            if (EC) n = MIN(n, MAX(ncols - gc, 0));
+            /* nothing to read: point at the (valid, aligned) base instead */
+            const unsigned short *src = n > 0 ? g + ((idx_t)gr * ld + gc) : g;
+            const at_saddr d = dst + (KMAJ ? at_off_k<ROWS>(r, cc) : at_off_mn(cc, r));
+            if (vec) {
+                at_cp_async16(d, src, n * 2);
+            } else {
+                unsigned w[4];
+                AT_UNROLL(4)
+                for (int j = 0; j < 4; ++j) {
+                    const unsigned lo = 2 * j < n ? src[2 * j] : 0u;
+                    const unsigned hi = 2 * j + 1 < n ? src[2 * j + 1] : 0u;
+                    w[j] = lo | (hi << 16);
+                }
+                at_st_shared16(d, w[0], w[1], w[2], w[3]);
+            }
+        }
+    }
+}
+
+/* ---- epilogue ------------------------------------------------------------------------------- */
+
+/* Calls f(mt, nt, r, i, j) for each column pair (registers r, r+1 of wgmma tile (mt, nt)) of
+ * this thread's accumulators: C(i, j) and C(i, j+1) in block-tile coordinates. */
+template <typename F> INLINE void at_for_pairs(const int tid, F f)
+{
+    const int wg = tid / 128, w = (tid % 128) / 32, lane = tid % 32;
+    AT_UNROLL(MT)
+    for (int mt = 0; mt < MT; ++mt)
+        AT_UNROLL(NT)
+        for (int nt = 0; nt < NT; ++nt)
+            AT_UNROLL(WN / 4)
+            for (int r = 0; r < WN / 2; r += 2)
+                f(mt, nt, r, wg * WG_ROWS + mt * 64 + w * 16 + lane / 4 + 8 * ((r / 2) % 2),
+                  nt * WN + (r / 4) * 8 + (lane % 4) * 2);
+}
+
+/* C(i, j) = v0 (+ beta*C), C(i, j+1) = v1 (+ beta*C) where inside M x N; v already scaled. */
+INLINE void at_store_pair(unsigned short *C, const int ldc, const int M, const int N,
+                          const int i, const int j, float v0, float v1, const float beta,
+                          const bool cvec)
+{
+    if ((EDGE_M && i >= M) || (EDGE_N && j >= N)) return;
+    unsigned short *p = C + ((idx_t)i * ldc + j);
+    if (!EDGE_N || j + 1 < N) {
+        if (cvec) {
+            unsigned *q = (unsigned *)p;
+            if (beta != 0.0f) {
+                const unsigned old = *q;
+                v0 += beta * at_to_f32((unsigned short)(old & 0xffffu));
+                v1 += beta * at_to_f32((unsigned short)(old >> 16));
+            }
+            *q = (unsigned)at_from_f32(v0) | ((unsigned)at_from_f32(v1) << 16);
+            return;
+        }
+        if (beta != 0.0f) v1 += beta * at_to_f32(p[1]);
+        p[1] = at_from_f32(v1);
+    }
+    if (beta != 0.0f) v0 += beta * at_to_f32(p[0]);
+    p[0] = at_from_f32(v0);
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------ */
+KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha, const float beta,
+                       const unsigned short *__restrict__ A, const int lda,
+                       const unsigned short *__restrict__ B, const int ldb, unsigned short *C,
+                       const int ldc
+#if SPLITK > 1
+                       ,
+                       float *ws
+#endif
+)
+{
+    AT_DYN_SMEM(at_dsmem);
+    const int tid = LOCAL_ID(0);
+    const int bm = GROUP_ID(1) * BM, bn = GROUP_ID(0) * BN;
+
+    /* K tiles of this block: all, or its split's share */
+    const int KT_ALL = (K + BK - 1) / BK;
+#if SPLITK > 1
+    const int KTS = (KT_ALL + SPLITK - 1) / SPLITK;
+    const int kt0 = MIN(GROUP_ID(2) * KTS, KT_ALL);
+    const int KT = MIN(KT_ALL - kt0, KTS);
+#else
+    const int kt0 = 0, KT = KT_ALL;
+#endif
+
+    /* the same in every thread and block: a uniform branch */
+    const bool vec = ((lda | ldb) & 7) == 0 &&
+                     (((unsigned long long)A | (unsigned long long)B) & 15) == 0;
+
+    /* the ring, aligned to the 1024-byte swizzle atoms (the launch adds 1024 bytes for this) */
+    const at_saddr ring = (at_smem_addr(at_dsmem) + 1023u) & ~1023u;
+#define AT_SA(s) (ring + (s) * STAGE_BYTES)
+#define AT_SB(s) (ring + (s) * STAGE_BYTES + A_BYTES)
+
+    /* stage s <- K tile kt (absolute) */
+#if TA
+#define AT_STAGE_A(s, kt)                                                                          \
+    at_stage<BK, BM, 0, EDGE_K, EDGE_M>(AT_SA(s), A, lda, (kt) * BK, bm, K, M, tid, vec)
+#else
+#define AT_STAGE_A(s, kt)                                                                          \
+    at_stage<BM, BK, 1, EDGE_M, EDGE_K>(AT_SA(s), A, lda, bm, (kt) * BK, M, K, tid, vec)
+#endif
+#if TB
+#define AT_STAGE_B(s, kt)                                                                          \
+    at_stage<BN, BK, 1, EDGE_N, EDGE_K>(AT_SB(s), B, ldb, bn, (kt) * BK, N, K, tid, vec)
+#else
+#define AT_STAGE_B(s, kt)                                                                          \
+    at_stage<BK, BN, 0, EDGE_K, EDGE_N>(AT_SB(s), B, ldb, (kt) * BK, bn, K, N, tid, vec)
+#endif
+
+    AT_UNROLL(STAGES - 2)
+    for (int s = 0; s < STAGES - 2; ++s) {
+        if (s < KT) {
+            AT_STAGE_A(s, kt0 + s);
+            AT_STAGE_B(s, kt0 + s);
+        }
+        at_cp_commit();
+    }
+
+    /* Not zeroed: the first MMAs overwrite them (acc_in = 0). Zeroing them here makes ptxas
+     * serialize the wgmma pipeline (C7515) in many configurations. With no K tile at all (an
+     * empty split) they are never read. */
+    float acc[MT][NT][WN / 2];
+
+    const int m_wg = (tid / 128) * WG_ROWS; /* this warpgroup's rows in the block tile */
+
+    AT_UNROLL(1)
+    for (int kt = 0; kt < KT; ++kt) {
+        at_cp_wait<STAGES - 3>(); /* this thread's copies of tile kt have landed */
+        at_fence_proxy_async();   /* ... and are visible to wgmma */
+        BARRIER();                /* everyone's; and every warpgroup retired tile kt-2 */
+        {
+            const int nk = kt + STAGES - 2;
+            if (nk < KT) {
+                AT_STAGE_A(nk % STAGES, kt0 + nk);
+                AT_STAGE_B(nk % STAGES, kt0 + nk);
+            }
+            at_cp_commit();
+        }
+        const int st = kt % STAGES;
+        AT_UNROLL(MT)
+        for (int mt = 0; mt < MT; ++mt)
+            AT_UNROLL(NT)
+            for (int nt = 0; nt < NT; ++nt)
+                AT_UNROLL(WN / 2)
+                for (int r = 0; r < WN / 2; ++r)
+                    at_fence_reg(acc[mt][nt][r]);
+        at_wgmma_fence();
+        AT_UNROLL(BK / 16)
+        for (int kk = 0; kk < BK / 16; ++kk)
+            AT_UNROLL(MT)
+            for (int mt = 0; mt < MT; ++mt)
+                AT_UNROLL(NT)
+                for (int nt = 0; nt < NT; ++nt)
+                    at_wgmma<WN>(acc[mt][nt], AT_DESC_A(AT_SA(st), m_wg + mt * 64, kk * 16),
+                                 AT_DESC_B(AT_SB(st), nt * WN, kk * 16), kt > 0 || kk > 0);
+        at_wgmma_commit();
+        at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
+    }
+    at_wgmma_wait<0>();
+    at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
+    AT_UNROLL(MT)
+    for (int mt = 0; mt < MT; ++mt)
+        AT_UNROLL(NT)
+        for (int nt = 0; nt < NT; ++nt)
+            AT_UNROLL(WN / 2)
+            for (int r = 0; r < WN / 2; ++r)
+                at_fence_reg(acc[mt][nt][r]);
+#undef AT_STAGE_A
+#undef AT_STAGE_B
+#undef AT_SA
+#undef AT_SB
+
+    const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;
+#if SPLITK > 1
+    /* Add the partial tile into the workspace; the last split to arrive finishes the tile. */
+    const int tile = GROUP_ID(0) + GROUP_ID(1) * NUM_GROUPS(0);
+    float *part = ws + (idx_t)tile * (BM * BN);
+    int *count = (int *)(ws + (idx_t)NUM_GROUPS(0) * NUM_GROUPS(1) * (BM * BN)) + tile;
+    at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
+        if (KT == 0 || (EDGE_M && bm + i >= M) || (EDGE_N && bn + j >= N)) return;
+        at_red_add(part + i * BN + j, acc[mt][nt][r]);
+        at_red_add(part + i * BN + j + 1, acc[mt][nt][r + 1]);
+    });
+    at_fence_device(); /* this thread's adds are visible device-wide before it counts in */
+    LOCAL int last;
+    BARRIER();
+    if (tid == 0) last = at_count_in(count) == SPLITK - 1;
+    BARRIER();
+    if (!last) return;
+    at_fence_device(); /* the other splits' adds are visible to the reads below */
+    at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
+        (void)mt;
+        (void)nt;
+        (void)r;
+        if ((EDGE_M && bm + i >= M) || (EDGE_N && bn + j >= N)) return;
+        const float v0 = at_take(part + i * BN + j), v1 = at_take(part + i * BN + j + 1);
+        at_store_pair(C, ldc, M, N, bm + i, bn + j, alpha * v0, alpha * v1, beta, cvec);
+    });
+    if (tid == 0) at_count_reset(count);
+#else
+    at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
+        at_store_pair(C, ldc, M, N, bm + i, bn + j, alpha * acc[mt][nt][r],
+                      alpha * acc[mt][nt][r + 1], beta, cvec);
+    });
+#endif
+}

@@ -1,0 +1,148 @@
+/* emu.h — a host emulation of the PTX primitives gemm_wgmma.cu uses (cp.async, wgmma with
+ * shared-memory matrix descriptors, the split-K atomics) and of the kernel dialect, so the
+ * template's own index math runs on the CPU, one std::thread per CUDA thread.
+ *
+ * The models follow the PTX ISA (sections "Matrix Descriptor Format", "Shared Memory Matrix
+ * Layout" with its swizzling modes, "Register Fragments: wgmma .m64nNk16 D"), written
+ * independently of the template: a descriptor is decoded field by field, the element address
+ * comes from the canonical K-major / MN-major layout of the swizzle mode, and the swizzle is
+ * applied to that absolute shared address. Asynchrony is modelled at the extremes: a run either
+ * performs cp.async copies when their group is waited for and wgmma reads at issue (a missing
+ * wait shows as stale data), or copies at issue and wgmma reads when its group is waited for
+ * (a stage refilled too early shows as wrong data). Included once per kernel instance, before
+ * the template, with the tuning parameters defined. */
+#ifndef AT_WGMMA_EMU_H
+#define AT_WGMMA_EMU_H
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace at_emu
+{
+
+struct block {
+    std::vector<unsigned char> smem; /* the block's shared memory; address = offset */
+    std::barrier<> *bar;
+    int group[3], groups[3];
+};
+
+struct cp_op {
+    unsigned dst;
+    const void *src;
+    int bytes;
+};
+struct mma_op {
+    float *d;
+    unsigned long long da, db;
+    int n, ta, tb, dt, acc_in;
+};
+
+extern bool copy_at_issue; /* true: cp.async at issue, wgmma at wait; false: the reverse */
+extern int errors;         /* contract violations seen (bad descriptor, misaligned cp.async...) */
+extern thread_local int tid;
+extern thread_local block *blk;
+extern thread_local std::vector<std::vector<cp_op>> cp_groups;
+extern thread_local std::vector<cp_op> cp_open;
+extern thread_local std::vector<std::vector<mma_op>> mma_groups;
+extern thread_local std::vector<mma_op> mma_open;
+
+void violation(const char *what);
+unsigned char *smem_at(unsigned addr, unsigned bytes); /* bounds-checked */
+void do_copy(const cp_op &c);
+void do_mma(const mma_op &m);
+float operand(unsigned long long desc, int mn, int k, int mn_major, int dt);
+float to_f32(unsigned short u, int dt);
+unsigned short from_f32(float f, int dt);
+
+/* commit_group: the open operations become the newest group */
+template <typename Op> void commit(std::vector<std::vector<Op>> &groups, std::vector<Op> &open)
+{
+    groups.push_back(open);
+    open.clear();
+}
+/* wait_group n: performs the oldest groups until at most n are pending */
+template <typename Op>
+void drain(std::vector<std::vector<Op>> &groups, int n, void (*perform)(const Op &))
+{
+    while (groups.size() > (size_t)n) {
+        for (const Op &o : groups.front()) perform(o);
+        groups.erase(groups.begin());
+    }
+}
+
+} // namespace at_emu
+
+#ifndef AT_EMU_MACHINE_ONLY /* the test's own file wants the machine, not a kernel's macros */
+/* ---- the kernel dialect --------------------------------------------------------------------- */
+#define KERNEL        static
+#define LOCAL         static /* blocks run one after another: one copy serves them all */
+#define RESTRICT      __restrict__
+#define INLINE        static inline
+#define BARRIER()     at_emu::blk->bar->arrive_and_wait()
+#define LOCAL_ID(d)   ((d) == 0 ? at_emu::tid : 0)
+#define GROUP_ID(d)   (at_emu::blk->group[d])
+#define NUM_GROUPS(d) (at_emu::blk->groups[d])
+#define MIN(a, b)     std::min((a), (b))
+#define MAX(a, b)     std::max((a), (b))
+#define AT_UNROLL(n)
+
+/* ---- the primitives ------------------------------------------------------------------------- */
+#define AT_WGMMA_EMULATE 1
+typedef unsigned at_saddr;
+/* dynamic shared memory starts 16 bytes into the window, as after a small static variable:
+ * the kernel must align its ring itself */
+#define AT_DYN_SMEM(name) unsigned char *name = at_emu::blk->smem.data() + 16
+
+INLINE at_saddr at_smem_addr(const void *p)
+{
+    return (at_saddr)((const unsigned char *)p - at_emu::blk->smem.data());
+}
+INLINE void at_cp_async16(at_saddr dst, const void *src, int bytes)
+{
+    if (((uintptr_t)src & 15) || (dst & 15) || bytes < 0 || bytes > 16)
+        at_emu::violation("cp.async: misaligned address or bad size");
+    at_emu::cp_op c = {dst, src, bytes};
+    if (at_emu::copy_at_issue)
+        at_emu::do_copy(c);
+    else
+        at_emu::cp_open.push_back(c);
+}
+INLINE void at_cp_commit() { at_emu::commit(at_emu::cp_groups, at_emu::cp_open); }
+template <int N> INLINE void at_cp_wait() { at_emu::drain(at_emu::cp_groups, N, at_emu::do_copy); }
+INLINE void at_st_shared16(at_saddr dst, unsigned w0, unsigned w1, unsigned w2, unsigned w3)
+{
+    if (dst & 15) at_emu::violation("st.shared.v4: misaligned");
+    const unsigned w[4] = {w0, w1, w2, w3};
+    memcpy(at_emu::smem_at(dst, 16), w, 16);
+}
+INLINE void at_fence_proxy_async() {}
+INLINE void at_fence_reg(float &) {}
+INLINE void at_wgmma_fence() {}
+INLINE void at_wgmma_commit() { at_emu::commit(at_emu::mma_groups, at_emu::mma_open); }
+template <int N> INLINE void at_wgmma_wait()
+{
+    at_emu::drain(at_emu::mma_groups, N, at_emu::do_mma);
+}
+template <int N>
+INLINE void at_wgmma(float *d, unsigned long long da, unsigned long long db, int acc_in)
+{
+    at_emu::mma_op m = {d, da, db, N, TA, 1 - TB, DT, acc_in};
+    if (!at_emu::copy_at_issue)
+        at_emu::do_mma(m);
+    else
+        at_emu::mma_open.push_back(m);
+}
+INLINE float at_to_f32(unsigned short u) { return at_emu::to_f32(u, DT); }
+INLINE unsigned short at_from_f32(float f) { return at_emu::from_f32(f, DT); }
+INLINE void at_red_add(float *p, float v) { std::atomic_ref<float>(*p).fetch_add(v); }
+INLINE float at_take(float *p) { return std::atomic_ref<float>(*p).exchange(0.0f); }
+INLINE int at_count_in(int *p) { return std::atomic_ref<int>(*p).fetch_add(1); }
+INLINE void at_count_reset(int *p) { std::atomic_ref<int>(*p).store(0); }
+INLINE void at_fence_device() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+#endif /* AT_EMU_MACHINE_ONLY */
+
+#endif

@@ -1,0 +1,58 @@
+/* instance.cpp — one configuration of templates/gemm_wgmma.cu (tuning parameters and TA/TB
+ * given as -D by tests/CMakeLists.txt) compiled for the host emulator, registered with the
+ * test under a name made of its parameters. */
+#include "emu.h"
+#include "registry.h"
+
+#include "templates/gemm_wgmma.cu"
+
+#include <thread>
+
+namespace
+{
+
+void run(const at_emu_args &a)
+{
+    const int groups[3] = {(a.n + BN - 1) / BN, (a.m + BM - 1) / BM, SPLITK};
+    std::barrier<> bar(THREADS);
+    at_emu::block b;
+    b.smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 + 16); /* the launch's bytes, + 16 static */
+    b.bar = &bar;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < THREADS; t++)
+        threads.emplace_back([&, t] {
+            at_emu::tid = t;
+            at_emu::blk = &b;
+            for (int z = 0; z < groups[2]; z++)
+                for (int y = 0; y < groups[1]; y++)
+                    for (int x = 0; x < groups[0]; x++) {
+                        if (t == 0) {
+                            /* 0xffff is NaN in f16 and bf16: unwritten shared memory shows */
+                            std::fill(b.smem.begin(), b.smem.end(), (unsigned char)0xff);
+                            b.group[0] = x, b.group[1] = y, b.group[2] = z;
+                            for (int d = 0; d < 3; d++) b.groups[d] = groups[d];
+                        }
+                        bar.arrive_and_wait();
+                        gemm_wgmma(a.m, a.n, a.k, a.alpha, a.beta, a.A, a.lda, a.B, a.ldb, a.C,
+                                   a.ldc
+#if SPLITK > 1
+                                   ,
+                                   a.ws
+#endif
+                        );
+                        if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty() ||
+                            !at_emu::mma_groups.empty() || !at_emu::mma_open.empty())
+                            at_emu::violation("a thread left with copies or MMAs in flight");
+                        at_emu::cp_groups.clear();
+                        at_emu::mma_groups.clear();
+                        at_emu::mma_open.clear();
+                        bar.arrive_and_wait();
+                    }
+        });
+    for (std::thread &t : threads) t.join();
+}
+
+const at_emu_kernel self = {BM, BN, BK, WN, WGS, STAGES, SPLITK, TA, TB, DT, run};
+const bool registered = at_emu_register(&self);
+
+} // namespace
