@@ -257,8 +257,9 @@ static void json_str(FILE *f, const char *s)
 static const char GEMM_HELP[] =
     "usage: autotune gemm --m M --n N [--k K] [options]\n"
     "\n"
-    "Tunes C = A*B (row-major, f32 on OpenCL) for one problem on one device, records every\n"
-    "measurement and the best configuration in the database, and prints the best kernel.\n"
+    "Tunes C = A*B (row-major; f32 on every backend, f16/bf16 on CUDA and HIP) for one\n"
+    "problem on one device, records every measurement and the best configuration in the\n"
+    "database, and prints the best kernel.\n"
     "A second run on the same problem and device answers from the database at once.\n"
     "\n"
     "  --m M, --n N, --k K   problem size, 1 to 2147483647; --k defaults to --m\n"
