@@ -122,6 +122,15 @@ void at_log_head(const char *log, char *dst, size_t cap);
 /* AT_ERR_INVALID_ARG naming `what` unless [off, off + bytes) lies inside buffer b. */
 at_status at_bbuf_check(at_bbuf b, size_t off, size_t bytes, const char *what);
 
+/* Blocks (grid) and block sizes of a GPU launch of global work-items in blocks of local, for
+ * dims 1..3 (unused dimensions 1); AT_ERR_INVALID_ARG for sizes a launch cannot take. */
+at_status at_launch_shape(const size_t global[3], const size_t local[3], size_t dims,
+                          unsigned int grid[3], unsigned int block[3]);
+/* The argument-pointer array cuLaunchKernel / hipModuleLaunchKernel take: stack (cap entries)
+ * when it is large enough, else malloc'd (free it when it is not stack); NULL when out of
+ * memory. */
+void **at_launch_params(const at_karg *args, size_t nargs, void **stack, size_t cap);
+
 /* dlopens env_var's path if set, else the first of names that loads; *used names it. On failure
  * why says why the first (most wanted) name failed. */
 void *at_dl_open(const char *env_var, const char *const *names, size_t nnames, const char **used,

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -495,6 +496,40 @@ static void test_report_parser(void **state)
 
 /* ---- main --------------------------------------------------------------------------------- */
 
+/* The launch geometry CUDA and HIP share: partial blocks round up, bad sizes are refused. */
+static void test_launch_shape(void **state)
+{
+    (void)state;
+    unsigned int grid[3], block[3];
+    const size_t global[3] = {10, 3, 4}, local[3] = {4, 1, 1};
+    assert_int_equal(at_launch_shape(global, local, 2, grid, block), AT_OK);
+    assert_int_equal(grid[0], 3);
+    assert_int_equal(grid[1], 3);
+    assert_int_equal(grid[2], 1); /* unused dimension */
+    assert_int_equal(block[0], 4);
+    assert_int_equal(block[2], 1);
+    assert_int_equal(at_launch_shape(global, local, 3, grid, block), AT_OK);
+    assert_int_equal(grid[2], 4);
+    assert_int_equal(at_launch_shape(global, local, 4, grid, block), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_launch_shape(global, NULL, 1, grid, block), AT_ERR_INVALID_ARG);
+    const size_t zero[3] = {4, 0, 1};
+    assert_int_equal(at_launch_shape(global, zero, 2, grid, block), AT_ERR_INVALID_ARG);
+    const size_t huge[3] = {(size_t)UINT_MAX * 8, 1, 1}; /* 2^33 blocks of 4 */
+    assert_int_equal(at_launch_shape(huge, local, 1, grid, block), AT_ERR_INVALID_ARG);
+
+    int a = 1, b = 2;
+    const at_karg args[2] = {{sizeof a, &a}, {sizeof b, &b}};
+    void *stack[1];
+    void **params = at_launch_params(args, 1, stack, 1);
+    assert_ptr_equal(params, stack);
+    assert_ptr_equal(params[0], &a);
+    params = at_launch_params(args, 2, stack, 1); /* more than the stack holds */
+    assert_non_null(params);
+    assert_ptr_not_equal(params, stack);
+    assert_ptr_equal(params[1], &b);
+    free(params);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], CHILD_FLAG) == 0) return child_main(argv[2], argv[3]);
@@ -502,6 +537,7 @@ int main(int argc, char **argv)
     g_have_nvrtc = B->open_target("sm_80", NULL, &d) == AT_OK;
     B->close(d);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_launch_shape),
         cmocka_unit_test(test_missing_nvrtc),
         cmocka_unit_test(test_nvrtc_missing_symbol),
         cmocka_unit_test(test_missing_driver_override),

@@ -898,31 +898,17 @@ static at_status hip_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t
 {
     if (!d || !p || !global || (nargs && !args))
         return at_fail(AT_ERR_INVALID_ARG, "launch: NULL argument");
-    if (dims < 1 || dims > 3) return at_fail(AT_ERR_INVALID_ARG, "launch: %zu dimensions", dims);
-    if (!local) return at_fail(AT_ERR_INVALID_ARG, "launch: HIP needs a block size (local)");
     AT_TRY(need_device(d, "launch"));
     if (!p->fn) return at_fail(AT_ERR_INVALID_ARG, "launch: program %s is not loaded", p->name);
     if (shared_bytes > UINT_MAX)
         return at_fail(AT_ERR_INVALID_ARG, "launch: %zu bytes of dynamic LDS", shared_bytes);
 
-    unsigned int grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
-    for (size_t i = 0; i < dims; i++) {
-        if (local[i] == 0 || local[i] > UINT_MAX || global[i] == 0)
-            return at_fail(AT_ERR_INVALID_ARG, "launch: global %zu, local %zu in dimension %zu",
-                           global[i], local[i], i);
-        size_t g = global[i] / local[i] + (global[i] % local[i] != 0);
-        if (g > UINT_MAX)
-            return at_fail(AT_ERR_INVALID_ARG, "launch: %zu blocks in dimension %zu", g, i);
-        grid[i] = (unsigned int)g;
-        block[i] = (unsigned int)local[i];
-    }
-
+    unsigned int grid[3], block[3];
+    AT_TRY(at_launch_shape(global, local, dims, grid, block));
     /* hipModuleLaunchKernel reads each argument's bytes through these pointers. */
     void *stack_params[AT_MAX_STACK_ARGS];
-    void **params = stack_params;
-    if (nargs > AT_MAX_STACK_ARGS && !(params = malloc(nargs * sizeof *params)))
-        return at_fail(AT_ERR_NO_MEMORY, "launch: out of memory for %zu arguments", nargs);
-    for (size_t i = 0; i < nargs; i++) params[i] = (void *)(uintptr_t)args[i].ptr;
+    void **params = at_launch_params(args, nargs, stack_params, AT_MAX_STACK_ARGS);
+    if (!params) return at_fail(AT_ERR_NO_MEMORY, "launch: out of memory for %zu arguments", nargs);
 
     hipStream_t s = stream ? (hipStream_t)stream : d->stream;
     at_status st = AT_OK;

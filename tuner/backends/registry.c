@@ -3,6 +3,8 @@
 #include "../backend.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +55,32 @@ at_status at_bbuf_check(at_bbuf b, size_t off, size_t bytes, const char *what)
         return at_fail(AT_ERR_INVALID_ARG, "%s: %zu bytes at offset %zu exceed the %zu-byte buffer",
                        what, bytes, off, b.bytes);
     return AT_OK;
+}
+
+at_status at_launch_shape(const size_t global[3], const size_t local[3], size_t dims,
+                          unsigned int grid[3], unsigned int block[3])
+{
+    if (!global || !local) return at_fail(AT_ERR_INVALID_ARG, "launch: a GPU needs global and local");
+    if (dims < 1 || dims > 3) return at_fail(AT_ERR_INVALID_ARG, "launch: %zu dimensions", dims);
+    for (size_t i = 0; i < 3; i++) grid[i] = block[i] = 1;
+    for (size_t i = 0; i < dims; i++) {
+        if (local[i] == 0 || local[i] > UINT_MAX || global[i] == 0)
+            return at_fail(AT_ERR_INVALID_ARG, "launch: global %zu, local %zu in dimension %zu",
+                           global[i], local[i], i);
+        size_t g = global[i] / local[i] + (global[i] % local[i] != 0);
+        if (g > UINT_MAX)
+            return at_fail(AT_ERR_INVALID_ARG, "launch: %zu blocks in dimension %zu", g, i);
+        grid[i] = (unsigned int)g;
+        block[i] = (unsigned int)local[i];
+    }
+    return AT_OK;
+}
+
+void **at_launch_params(const at_karg *args, size_t nargs, void **stack, size_t cap)
+{
+    void **params = nargs > cap ? malloc(nargs * sizeof *params) : stack;
+    for (size_t i = 0; params && i < nargs; i++) params[i] = (void *)(uintptr_t)args[i].ptr;
+    return params;
 }
 
 void *at_dl_open(const char *env_var, const char *const *names, size_t nnames, const char **used,
