@@ -118,7 +118,9 @@ start=$(date +%s.%N)
 "$AT" gemm --m 37 --n 29 --k 53 --budget 6 --db "$db" --json >"$work/out.json"
 elapsed=$(python3 -c "print($(date +%s.%N) - $start)")
 [ "$(json 'd["cache"]')" = hit ] && ok "second run is a cache hit" || bad "second run cache=$(json 'd["cache"]')"
-python3 -c "import sys; sys.exit(0 if $elapsed < 1.0 else 1)" && ok "cache hit in ${elapsed}s" ||
+# A hit takes ~0.1 s here; 10 s only catches a hit that tunes again (a loaded CI machine has
+# taken 2.6 s), the JSON's cache field above is the real check.
+python3 -c "import sys; sys.exit(0 if $elapsed < 10.0 else 1)" && ok "cache hit in ${elapsed}s" ||
   bad "cache hit took ${elapsed}s"
 expect 0 "from the database" -- gemm --m 37 --n 29 --k 53 --db "$db"
 

