@@ -73,6 +73,9 @@ typedef struct model_state {
     int64_t proposals;
     size_t pending[MF_PENDING]; /* proposed by the model, not reported yet */
     size_t npending;
+    unsigned char *islocal; /* 1: proposed by a local pick */
+    double yseen;           /* best time reported so far */
+    int hot;                /* the last local pick reported improved the best */
     int oom;
 } model_state;
 
@@ -89,6 +92,7 @@ static void model_free(at_search *s)
     free(m->cand);
     free(m->tmp);
     free(m->init);
+    free(m->islocal);
     free(m);
 }
 
@@ -141,7 +145,9 @@ static at_status model_init(at_search *s)
     m->tmp = malloc((n ? n : 1) * sizeof *m->tmp);
     size_t ninit = MF_INIT;
     m->init = malloc(ninit * sizeof *m->init);
-    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->tmp ||
+    m->islocal = calloc(n ? n : 1, 1);
+    m->yseen = INFINITY;
+    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->tmp || !m->islocal ||
         !m->init)
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for the model of %zu configs", n);
     /* Trees only compare, so a feature is its value's rank: by number where the values are
@@ -456,10 +462,14 @@ static size_t model_pick(at_search *s)
     if (m->oom) return at_search_fallback(s); /* no memory for the forest: random from here */
     /* Every MF_LOCAL_EVERY-th pick is local: the unmeasured neighbour of highest expected
      * improvement around the best configs so far, where the forest is least sure of a narrow
-     * optimum and neighbourhood search is strongest. */
-    if (m->proposals % MF_LOCAL_EVERY == 1) {
+     * optimum and neighbourhood search is strongest; and every pick is, for as long as the
+     * last local pick reported improved the best (a trust region that pays stays open). */
+    if (m->hot || m->proposals % MF_LOCAL_EVERY == 1) {
         size_t c = local_pick(s, m);
-        if (c != AT_NONE) return c;
+        if (c != AT_NONE) {
+            m->islocal[c] = 1;
+            return c;
+        }
     }
     /* With proposals still out (the pipeline's lookahead), the ranking is the last fit's;
      * skip the ones next to a pending config, whose outcome the next fit will know, so a
@@ -484,6 +494,8 @@ static void model_report(at_search *s, size_t c, double y)
         }
     m->train[m->ntrain++] = c;
     if (isfinite(y)) m->nok++;
+    if (m->islocal[c]) m->hot = y < m->yseen;
+    if (y < m->yseen) m->yseen = y;
 }
 
 const strategy_ops at_strategy_model = {"model", model_init, model_next, model_report, model_free};
