@@ -25,8 +25,7 @@
 #define MF_RANDOM_EVERY 10
 #define MF_LOCAL_EVERY  3
 #define MF_LOCAL_TOP    5    /* local picks look around the five best configs */
-#define MF_INIT_MIN     10   /* initial design: random (or prior-ranked) configs, ... */
-#define MF_INIT_MAX     30   /* ... 2 per feature within these bounds */
+#define MF_INIT         5    /* initial design: random (or prior-ranked) configs */
 #define MF_SD_FLOOR     1e-3 /* in log time: 0.1 % */
 #define MF_SCORED       4096 /* configs ranked per fit (a window of a larger space) */
 #define MF_KEEP         64   /* best-ranked kept per fit */
@@ -63,7 +62,6 @@ typedef struct model_state {
     int nct;          /* classification trees in the last fit */
     double ybest;     /* best log time at the last fit */
     size_t window;    /* where the next fit's ranking starts in the seeded order */
-    size_t *nb;       /* neighbour scratch */
     size_t ncand, next_cand;
     size_t design; /* size of the initial design */
     double hsum[MF_BINS];
@@ -75,6 +73,9 @@ typedef struct model_state {
     int64_t proposals;
     size_t pending[MF_PENDING]; /* proposed by the model, not reported yet */
     size_t npending;
+    unsigned char *islocal; /* 1: proposed by a local pick */
+    double yseen;           /* best time reported so far */
+    int hot;                /* the last local pick reported improved the best */
     int oom;
 } model_state;
 
@@ -89,9 +90,9 @@ static void model_free(at_search *s)
     free(m->fail);
     free(m->okrows);
     free(m->cand);
-    free(m->nb);
     free(m->tmp);
     free(m->init);
+    free(m->islocal);
     free(m);
 }
 
@@ -141,12 +142,12 @@ static at_status model_init(at_search *s)
     m->fail = malloc((n ? n : 1) * sizeof *m->fail);
     m->okrows = malloc((n ? n : 1) * sizeof *m->okrows);
     m->cand = malloc((n > MF_KEEP ? n : MF_KEEP) * sizeof *m->cand);
-    m->nb = malloc((2 * np + 1) * sizeof *m->nb);
     m->tmp = malloc((n ? n : 1) * sizeof *m->tmp);
-    size_t ninit = 2 * m->nf;
-    ninit = ninit < MF_INIT_MIN ? MF_INIT_MIN : ninit > MF_INIT_MAX ? MF_INIT_MAX : ninit;
+    size_t ninit = MF_INIT;
     m->init = malloc(ninit * sizeof *m->init);
-    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->nb || !m->tmp ||
+    m->islocal = calloc(n ? n : 1, 1);
+    m->yseen = INFINITY;
+    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->tmp || !m->islocal ||
         !m->init)
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for the model of %zu configs", n);
     /* Trees only compare, so a feature is its value's rank: by number where the values are
@@ -277,6 +278,15 @@ static float predict_tree(const model_state *m, int32_t node, const uint8_t *x)
 
 /* Refits the forest on everything reported and ranks the unmeasured configs by expected
  * improvement over the best log time. */
+/* The chance that config c fails, by the classification forest of the last fit (0 while
+ * nothing failed). */
+static double fail_prob(const model_state *m, size_t c)
+{
+    double pf = 0;
+    for (int t = 0; t < m->nct; t++) pf += predict_tree(m, m->croots[t], m->X + c * m->nf);
+    return m->nct ? pf / m->nct : 0;
+}
+
 /* Expected improvement of config c over the best log time, times the chance it does not
  * fail, under the last fit: the forest's mean and spread as a normal belief. */
 static double score(const model_state *m, size_t c)
@@ -293,12 +303,7 @@ static double score(const model_state *m, size_t c)
     double z = (m->ybest - mu) / sd;
     double ei =
         (m->ybest - mu) * 0.5 * erfc(-z / sqrt(2.0)) + sd * exp(-0.5 * z * z) / 2.5066282746310002;
-    if (m->nct) {
-        double pf = 0;
-        for (int t = 0; t < m->nct; t++) pf += predict_tree(m, m->croots[t], x);
-        ei *= 1 - pf / m->nct;
-    }
-    return ei;
+    return ei * (1 - fail_prob(m, c));
 }
 
 static void fit(at_search *s, model_state *m)
@@ -384,13 +389,28 @@ static size_t local_pick(at_search *s, model_state *m)
         top[k] = c;
         topy[k] = y;
     }
+    /* The neighbourhood of an incumbent: every config whose parameters each lie within one
+     * value of it (Kernel Tuner's "adjacent"), and every config that differs from it in one
+     * parameter only, by any amount ("Hamming"). Moving one parameter by one step alone
+     * reaches few valid configs in a constrained space (a tile size must divide by the
+     * threads times the vector width...), where moving two together does. */
+    const size_t np = s->space.nparams, n = s->space.nconfigs;
     size_t best = AT_NONE;
     double best_ei = 0;
     for (size_t t = 0; t < ntop; t++) {
-        size_t k = at_search_neighbours(s, top[t], m->nb);
-        for (size_t i = 0; i < k; i++) {
-            size_t c = m->nb[i];
+        const uint16_t *a = s->space.idx + top[t] * np;
+        for (size_t c = 0; c < n; c++) {
             if (s->state[c] != CFG_NEW) continue;
+            const uint16_t *b = s->space.idx + c * np;
+            size_t far = 0, diff = 0;
+            for (size_t j = 0; j < np && far < 2; j++) {
+                int d = (int)a[j] - (int)b[j];
+                diff += d != 0;
+                far += d > 1 || d < -1;
+                if (far && diff > 1) far = 2;
+            }
+            /* A local step does not walk into a region that is likely to fail. */
+            if (far >= 2 || fail_prob(m, c) > 0.5) continue;
             double ei = score(m, c);
             if (best == AT_NONE || ei > best_ei) best = c, best_ei = ei;
         }
@@ -442,10 +462,14 @@ static size_t model_pick(at_search *s)
     if (m->oom) return at_search_fallback(s); /* no memory for the forest: random from here */
     /* Every MF_LOCAL_EVERY-th pick is local: the unmeasured neighbour of highest expected
      * improvement around the best configs so far, where the forest is least sure of a narrow
-     * optimum and neighbourhood search is strongest. */
-    if (m->proposals % MF_LOCAL_EVERY == 1) {
+     * optimum and neighbourhood search is strongest; and every pick is, for as long as the
+     * last local pick reported improved the best (a trust region that pays stays open). */
+    if (m->hot || m->proposals % MF_LOCAL_EVERY == 1) {
         size_t c = local_pick(s, m);
-        if (c != AT_NONE) return c;
+        if (c != AT_NONE) {
+            m->islocal[c] = 1;
+            return c;
+        }
     }
     /* With proposals still out (the pipeline's lookahead), the ranking is the last fit's;
      * skip the ones next to a pending config, whose outcome the next fit will know, so a
@@ -470,6 +494,8 @@ static void model_report(at_search *s, size_t c, double y)
         }
     m->train[m->ntrain++] = c;
     if (isfinite(y)) m->nok++;
+    if (m->islocal[c]) m->hot = y < m->yseen;
+    if (y < m->yseen) m->yseen = y;
 }
 
 const strategy_ops at_strategy_model = {"model", model_init, model_next, model_report, model_free};
