@@ -725,6 +725,10 @@ static at_status hip_compile(at_bdev *d, const char *src, const char *options,
         return at_fail(AT_ERR_NO_MEMORY, "out of memory compiling %s", kernel_name);
     }
 
+    /* ROCm 5.2's hipRTC is not thread-safe: concurrent compiles from the pool corrupted its heap
+     * ("double free or corruption" during a whole-space compile), so compiles take turns. */
+    static pthread_mutex_t compile_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&compile_mu);
     hiprtcProgram prog = NULL;
     at_status s = AT_OK;
     hiprtcResult r = rtc.hiprtcCreateProgram(&prog, full, file, 0, NULL, NULL);
@@ -771,6 +775,7 @@ static at_status hip_compile(at_bdev *d, const char *src, const char *options,
 
 done:
     if (prog) rtc.hiprtcDestroyProgram(&prog);
+    pthread_mutex_unlock(&compile_mu);
     free(argv);
     free(user);
     free(defines);
