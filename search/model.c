@@ -147,8 +147,8 @@ static at_status model_init(at_search *s)
     m->init = malloc(ninit * sizeof *m->init);
     m->islocal = calloc(n ? n : 1, 1);
     m->yseen = INFINITY;
-    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->tmp || !m->islocal ||
-        !m->init)
+    if (!m->X || !m->train || !m->ty || !m->fail || !m->okrows || !m->cand || !m->tmp ||
+        !m->islocal || !m->init)
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for the model of %zu configs", n);
     /* Trees only compare, so a feature is its value's rank: by number where the values are
      * numbers (log2 or not ranks alike), else by index. */

@@ -15,9 +15,9 @@
 #include "tuner/backends/cuda_report.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>

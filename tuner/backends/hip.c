@@ -921,10 +921,9 @@ static at_status hip_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t
     if (ms) pthread_mutex_lock(&d->timing_mu);
     if (ms && (r = hip.hipEventRecord(d->ev_start, s)) != 0)
         st = hip_fail(AT_ERR_LAUNCH, "hipEventRecord (start)", r);
-    if (st == AT_OK &&
-        (r = hip.hipModuleLaunchKernel(p->fn, grid[0], grid[1], grid[2], block[0], block[1],
-                                       block[2], (unsigned int)shared_bytes, s,
-                                       nargs ? params : NULL, NULL)) != 0) {
+    if (st == AT_OK && (r = hip.hipModuleLaunchKernel(
+                            p->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                            (unsigned int)shared_bytes, s, nargs ? params : NULL, NULL)) != 0) {
         char buf[32];
         st = at_fail(AT_ERR_LAUNCH,
                      "HIP hipModuleLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u) failed: %s",

@@ -60,7 +60,8 @@ at_status at_bbuf_check(at_bbuf b, size_t off, size_t bytes, const char *what)
 at_status at_launch_shape(const size_t global[3], const size_t local[3], size_t dims,
                           unsigned int grid[3], unsigned int block[3])
 {
-    if (!global || !local) return at_fail(AT_ERR_INVALID_ARG, "launch: a GPU needs global and local");
+    if (!global || !local)
+        return at_fail(AT_ERR_INVALID_ARG, "launch: a GPU needs global and local");
     if (dims < 1 || dims > 3) return at_fail(AT_ERR_INVALID_ARG, "launch: %zu dimensions", dims);
     for (size_t i = 0; i < 3; i++) grid[i] = block[i] = 1;
     for (size_t i = 0; i < dims; i++) {
