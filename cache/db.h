@@ -3,7 +3,7 @@
 #ifndef AT_DB_H
 #define AT_DB_H
 
-#include "../tuner/util.h"
+#include "base/util.h"
 
 #include <stddef.h>
 #include <stdint.h>

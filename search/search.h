@@ -3,7 +3,7 @@
 #ifndef AT_SEARCH_H
 #define AT_SEARCH_H
 
-#include "../tuner/util.h"
+#include "base/util.h"
 
 #include <stddef.h>
 #include <stdint.h>

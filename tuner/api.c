@@ -1,8 +1,8 @@
 /* api.c — the public library API (include/autotune.h): contexts, GEMM get/tune/launch,
  * buffers, discovery. Every failure leaves its detailed message on the context. */
-#include "tuner.h"
+#include "tuner/tuner.h"
 
-#include "../search/search.h"
+#include "search/search.h"
 
 #define AT_MAX_RECYCLES 32 /* device contexts recycled after faults in one tuning call */
 

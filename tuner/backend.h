@@ -3,7 +3,7 @@
 #ifndef AT_BACKEND_H
 #define AT_BACKEND_H
 
-#include "util.h"
+#include "base/util.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,9 +2,9 @@
  * → run once and compare with the reference → time → record (LMDB) → report (search).
  * Vendor-neutral: it drives a backend through its vtable and a problem through at_problem. */
 #define _XOPEN_SOURCE 700 /* realpath */
-#include "tuner.h"
+#include "tuner/tuner.h"
 
-#include "../search/search.h"
+#include "search/search.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,6 +1,9 @@
 /* templates.c — finds a template's YAML space and kernel source (a development folder or the
- * copies embedded at build time) and binds a device's properties into its space. */
-#include "tuner.h"
+ * copies embedded at build time), joins the backend preamble, the kernel and the device helpers
+ * they include into one source, and binds a device's properties into the space. */
+#include "tuner/tuner.h"
+
+#include "base/sbuf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,20 +15,23 @@ struct at_embedded {
 };
 extern const struct at_embedded at_embedded_templates[];
 
-/* Reads one template file: $AUTOTUNE_TEMPLATE_PATH/<file> when that variable is set,
- * otherwise the embedded copy. */
-static at_status read_template_file(const char *file, char **data, size_t *len)
+#define MAX_INCLUDE_DEPTH 8
+#define MAX_INCLUDED      32
+
+/* Reads one template file by its path under the templates folder ("gemm/gemm.cl"):
+ * $AUTOTUNE_TEMPLATE_PATH/<path> when that variable is set, otherwise the embedded copy. */
+static at_status read_template_file(const char *path, char **data, size_t *len)
 {
     const char *dir = getenv("AUTOTUNE_TEMPLATE_PATH");
     if (dir && *dir) {
-        char *path = at_asprintf("%s/%s", dir, file);
-        if (!path) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-        at_status s = at_read_file(path, data, len);
-        free(path);
+        char *full = at_asprintf("%s/%s", dir, path);
+        if (!full) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        at_status s = at_read_file(full, data, len);
+        free(full);
         return s;
     }
     for (const struct at_embedded *e = at_embedded_templates; e->name; e++) {
-        if (strcmp(e->name, file) != 0) continue;
+        if (strcmp(e->name, path) != 0) continue;
         *data = malloc(e->size + 1);
         if (!*data) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
         memcpy(*data, e->data, e->size);
@@ -33,56 +39,110 @@ static at_status read_template_file(const char *file, char **data, size_t *len)
         *len = e->size;
         return AT_OK;
     }
-    return at_fail(AT_ERR_TEMPLATE, "no template file '%s' in this build", file);
+    return at_fail(AT_ERR_TEMPLATE, "no template file '%s' in this build", path);
 }
 
-/* A preamble may build on another: a line `#include "other.h"` is replaced by that template file
- * (one level; the runtime compilers get one self-contained source and have no include path). */
-static at_status inline_preamble_include(char **pre)
+/* The path of rel (an include or a `source:`) seen from the file at `from`: relative to its
+ * folder, with "." and ".." resolved; it must stay inside the templates folder. */
+static at_status resolve_path(const char *from, const char *rel, char *out, size_t cap)
 {
-    static const char marker[] = "\n#include \"";
-    char *at = strstr(*pre, marker);
-    if (!at) return AT_OK;
-    char *name = at + sizeof marker - 1, *end = strchr(name, '"');
-    if (!end || (size_t)(end - name) >= 64)
-        return at_fail(AT_ERR_TEMPLATE, "bad #include in a preamble");
-    char file[64], *base = NULL;
-    size_t blen = 0;
-    memcpy(file, name, (size_t)(end - name));
-    file[end - name] = '\0';
-    AT_TRY(read_template_file(file, &base, &blen));
-    char *rest = strchr(end, '\n');
-    at[1] = '\0';
-    char *joined = at_asprintf("%s%s\n%s", *pre, base, rest ? rest : "");
-    free(base);
-    if (!joined) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    free(*pre);
-    *pre = joined;
+    char buf[512];
+    const char *slash = strrchr(from, '/');
+    int n = snprintf(buf, sizeof buf, "%.*s%s%s", slash ? (int)(slash - from) : 0, from,
+                     slash ? "/" : "", rel);
+    if (n < 0 || (size_t)n >= sizeof buf || (size_t)n >= cap)
+        return at_fail(AT_ERR_TEMPLATE, "template path too long: %s", rel);
+    size_t used = 0;
+    out[0] = '\0';
+    for (char *part = buf, *next; part; part = next) {
+        if ((next = strchr(part, '/'))) *next++ = '\0';
+        if (!*part) continue;
+        if (strcmp(part, ".") == 0) continue;
+        if (strcmp(part, "..") == 0) {
+            if (!used)
+                return at_fail(AT_ERR_TEMPLATE, "'%s' (from %s) leaves the templates folder", rel,
+                               from);
+            char *up = strrchr(out, '/');
+            used = up ? (size_t)(up - out) : 0;
+            out[used] = '\0';
+            continue;
+        }
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", used ? "/" : "", part);
+    }
     return AT_OK;
+}
+
+/* Files already inlined into one source: each is included once (like #pragma once). */
+typedef struct included {
+    char paths[MAX_INCLUDED][256];
+    size_t n;
+} included;
+
+/* Appends the file at path to out, replacing each line `#include "x"` by the text of template
+ * file x (relative to the including file; each file once), since the runtime compilers get one
+ * self-contained source and have no include path. After an inlined file, a #line directive puts
+ * the including file's line numbers back. Other #include lines stay. */
+static at_status append_expanded(const char *path, at_sbuf *out, included *inc, int depth)
+{
+    if (depth > MAX_INCLUDE_DEPTH)
+        return at_fail(AT_ERR_TEMPLATE, "templates include each other too deeply (at %s)", path);
+    for (size_t i = 0; i < inc->n; i++)
+        if (strcmp(inc->paths[i], path) == 0) return AT_OK;
+    if (inc->n == MAX_INCLUDED) return at_fail(AT_ERR_TEMPLATE, "too many included files");
+    snprintf(inc->paths[inc->n++], sizeof inc->paths[0], "%s", path);
+    char *text = NULL;
+    size_t len = 0;
+    AT_TRY(read_template_file(path, &text, &len));
+    at_status s = AT_OK;
+    static const char marker[] = "#include \"";
+    const size_t mlen = sizeof marker - 1;
+    const char *line = text;
+    for (int lineno = 1; s == AT_OK && *line; lineno++) {
+        const char *eol = strchr(line, '\n');
+        size_t n = eol ? (size_t)(eol - line) + 1 : strlen(line);
+        const char *end = NULL;
+        if (n > mlen && strncmp(line, marker, mlen) == 0 &&
+            (end = memchr(line + mlen, '"', n - mlen))) {
+            char rel[256], dep[256];
+            snprintf(rel, sizeof rel, "%.*s", (int)(end - line - mlen), line + mlen);
+            s = resolve_path(path, rel, dep, sizeof dep);
+            if (s == AT_OK) s = append_expanded(dep, out, inc, depth + 1);
+            at_sb_printf(out, "\n#line %d\n", lineno + 1);
+        } else {
+            at_sb_put(out, line, n);
+        }
+        line += n;
+    }
+    free(text);
+    return s;
 }
 
 at_status at_template_load(const char *name, const char *backend, at_template **out)
 {
     *out = NULL;
-    char *yaml = NULL, *pre = NULL, *body = NULL;
-    size_t ylen = 0, plen = 0, blen = 0;
+    char *yaml = NULL;
+    size_t ylen = 0;
     at_template *t = calloc(1, sizeof *t);
-    char file[256];
+    char path[256], file[256];
+    included inc = {0};
+    at_sbuf source = {0}, body = {0};
     at_status s = t ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     if (s == AT_OK) {
-        snprintf(file, sizeof file, "%s.yaml", name);
-        s = read_template_file(file, &yaml, &ylen);
+        snprintf(path, sizeof path, "gemm/%s.yaml", name);
+        s = read_template_file(path, &yaml, &ylen);
     }
     if (s == AT_OK) s = at_space_load(yaml, ylen, &t->space);
     if (s == AT_OK) {
-        snprintf(file, sizeof file, "%s.h", backend);
-        s = read_template_file(file, &pre, &plen);
+        snprintf(file, sizeof file, "common/%s.h", backend);
+        s = append_expanded(file, &source, &inc, 0);
     }
-    if (s == AT_OK) s = inline_preamble_include(&pre);
-    if (s == AT_OK) s = read_template_file(t->space->source, &body, &blen);
+    if (s == AT_OK) s = resolve_path(path, t->space->source, file, sizeof file);
+    if (s == AT_OK) s = append_expanded(file, &body, &inc, 0);
     if (s == AT_OK) {
-        t->source = at_asprintf("%s\n#line 1\n%s", pre, body);
-        if (!t->source) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        at_sb_puts(&source, "\n#line 1\n");
+        at_sb_put(&source, at_sb_str(&body), body.n);
+        if (body.oom || !(t->source = at_sb_take(&source)))
+            s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     }
     if (s == AT_OK) {
         uint64_t h = at_hash(AT_HASH_SEED, t->source, strlen(t->source));
@@ -92,8 +152,8 @@ at_status at_template_load(const char *name, const char *backend, at_template **
         at_template_free(t);
     }
     free(yaml);
-    free(pre);
-    free(body);
+    at_sb_free(&source);
+    at_sb_free(&body);
     return s;
 }
 

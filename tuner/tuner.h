@@ -3,10 +3,10 @@
 #ifndef AT_TUNER_H
 #define AT_TUNER_H
 
-#include "../cache/db.h"
-#include "../templates/space.h"
-#include "backend.h"
-#include "util.h"
+#include "cache/db.h"
+#include "tuner/space/space.h"
+#include "tuner/backend.h"
+#include "base/util.h"
 
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# record.sh — records the GEMM recording sub-space (subspace/gemm.yaml) exhaustively on the
+# record.sh — records the GEMM recording sub-space (subspace/gemm/gemm.yaml) exhaustively on the
 # OpenCL (PoCL) device for the four shapes of benchmarks/spaces/, one database per shape, and
 # exports each to Kernel Tuner's cache JSON (gzipped) beside the databases.
 #

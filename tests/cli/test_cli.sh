@@ -198,9 +198,9 @@ done
 # A copy of the templates with a tiny space (8 configs): BM=16,BN=16 does not compile and
 # BM=16,BN=32 writes a wrong C[0] (two configs each, SA=0 and SA=1).
 tpl="$work/templates"
-mkdir -p "$tpl"
-cp "$here/../../templates/opencl.h" "$tpl/"
-python3 - "$here/../../templates" "$tpl" <<'PY'
+mkdir -p "$tpl/common" "$tpl/gemm"
+cp "$here/../../templates/common/opencl.h" "$tpl/common/"
+python3 - "$here/../../templates/gemm" "$tpl/gemm" <<'PY'
 import re, sys
 src, dst = sys.argv[1], sys.argv[2]
 y = open(src + "/gemm.yaml").read()

@@ -1,4 +1,4 @@
-/* test_expr.c — the integer expression parser and evaluator (templates/expr.c). */
+/* test_expr.c — the integer expression parser and evaluator (tuner/space/expr.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "templates/space.h"
+#include "tuner/space/space.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* test_hip_mfma.c — host emulation of the MFMA GEMM template (templates/gemm_mfma.hip): its own
+/* test_hip_mfma.c — host emulation of the MFMA GEMM template (templates/gemm/gemm_mfma.hip): its own
  * index functions (staging, operand fragments, accumulator layout, wave origins) drive an
  * emulated block, whose MFMA instructions follow an independent model of the hardware's operand
  * and result layouts (AMD CDNA ISA), and the result must equal a reference GEMM. Every
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #define AT_MFMA_HOST
-#include "templates/gemm_mfma.hip"
+#include "templates/gemm/gemm_mfma.hip"
 
 /* ---- the hardware model, from the ISA's description (not from the template) ---------------- */
 

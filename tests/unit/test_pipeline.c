@@ -289,14 +289,16 @@ static void test_statuses_flush_and_recycle(void **state)
     char cmd[2048];
     snprintf(
         cmd, sizeof cmd,
-        "mkdir -p %s/tpl && cp %s/templates/gemm.cl %s/tpl/ && : > %s/tpl/fake.h && "
+        "mkdir -p %s/tpl/gemm %s/tpl/common && cp %s/templates/gemm/gemm.cl %s/tpl/gemm/ && "
+        ": > %s/tpl/common/fake.h && "
         "sed -e 's/^  BM: .*/  BM: [16, 32]/' -e 's/^  BN: .*/  BN: [16, 32]/' "
         "-e 's/^  BK: .*/  BK: [8]/' -e 's/^  TM: .*/  TM: [2]/' -e 's/^  TN: .*/  TN: [2]/' "
         "-e 's/^  VW: .*/  VW: [1]/' -e 's/^  STRN: .*/  STRN: [0]/' -e 's/^  SB: .*/  SB: [0]/' "
         "-e 's/^  PAD: .*/  PAD: [0]/' -e 's/^  UNROLL: .*/  UNROLL: [1]/' -e '/^defaults:/,$d' "
         "-e '/device.is_cpu ||/d' "
-        "%s/templates/gemm.yaml > %s/tpl/gemm.yaml && echo 'defaults: []' >> %s/tpl/gemm.yaml",
-        g_dir, AT_SOURCE_DIR, g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir);
+        "%s/templates/gemm/gemm.yaml > %s/tpl/gemm/gemm.yaml && "
+        "echo 'defaults: []' >> %s/tpl/gemm/gemm.yaml",
+        g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir);
     assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s/tpl", g_dir);
     setenv("AUTOTUNE_TEMPLATE_PATH", cmd, 1);
@@ -362,12 +364,16 @@ static void test_splitk_workspace_shared(void **state)
     snprintf(g_dir, sizeof g_dir, "/tmp/at-test-pipe-XXXXXX");
     assert_non_null(mkdtemp(g_dir));
     char path[128];
+    static const char *const dirs[] = {"tpl", "tpl/common", "tpl/gemm"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", g_dir, dirs[i]);
+        assert_int_equal(mkdir(path, 0700), 0);
+    }
     snprintf(path, sizeof path, "%s/tpl", g_dir);
-    assert_int_equal(mkdir(path, 0700), 0);
     static const char *const files[][2] = {
-        {"fake.h", ""},
-        {"gemm.cl", "KERNEL void gemm(void) {}\n"},
-        {"gemm.yaml",
+        {"common/fake.h", ""},
+        {"gemm/gemm.cl", "KERNEL void gemm(void) {}\n"},
+        {"gemm/gemm.yaml",
          "name: gemm\nkernel: gemm\nsource: gemm.cl\nproblem: [m, n, k, ta, tb, big]\n"
          "device: [max_shared_optin]\n"
          "parameters:\n  BM: [16, 32, 128]\n  BN: [8]\n  BK: [4]\n  SPLITK: [1, 2, 4, 8]\n"

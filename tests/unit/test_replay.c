@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "cache/db.h"
-#include "search/replay.h"
+#include "cache/recording.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* test_space.c — tuning spaces (templates/space.c): loading, errors, enumeration, configs. */
+/* test_space.c — tuning spaces (tuner/space/space.c): loading, errors, enumeration, configs. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "templates/space.h"
+#include "tuner/space/space.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -877,7 +877,7 @@ static void test_gemm_yaml(void **state)
 {
     (void)state;
     const char *path = getenv("AT_TEST_GEMM_YAML"); /* another file to check this way */
-    if (!path || !*path) path = AT_SOURCE_DIR "/templates/gemm.yaml";
+    if (!path || !*path) path = AT_SOURCE_DIR "/templates/gemm/gemm.yaml";
     if (access(path, F_OK) != 0) {
         skip();
         return;

@@ -3,7 +3,7 @@
 #ifndef AT_CUDA_REPORT_H
 #define AT_CUDA_REPORT_H
 
-#include "../backend.h"
+#include "tuner/backend.h"
 
 /* Fills *out from the report for entry function `kernel` (its symbol: the plain name for an
  * extern "C" kernel) in log; with kernel NULL, from the first entry function. The lines read:

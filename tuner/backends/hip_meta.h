@@ -4,7 +4,7 @@
 #ifndef AT_HIP_META_H
 #define AT_HIP_META_H
 
-#include "../backend.h"
+#include "tuner/backend.h"
 
 /* One kernel's entry of amdhsa.kernels. Fields the note lacks are -1. */
 typedef struct at_amdgpu_kernel_meta {

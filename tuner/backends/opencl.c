@@ -5,7 +5,7 @@
  * "libOpenCL.so.1" (then "libOpenCL.so"); when set, only that path is tried. It is read once, at
  * the first probe of the process. */
 #define _GNU_SOURCE
-#include "../backend.h"
+#include "tuner/backend.h"
 
 #include <CL/cl.h>
 #include <dlfcn.h>

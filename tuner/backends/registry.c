@@ -1,6 +1,6 @@
 /* registry.c — the backends compiled into this build (by name, in automatic-choice order) and
  * the small helpers they share. */
-#include "../backend.h"
+#include "tuner/backend.h"
 
 #include <dlfcn.h>
 #include <limits.h>

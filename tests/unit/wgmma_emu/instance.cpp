@@ -1,10 +1,10 @@
-/* instance.cpp — one configuration of templates/gemm_wgmma.cu (tuning parameters and TA/TB
+/* instance.cpp — one configuration of templates/gemm/gemm_wgmma.cu (tuning parameters and TA/TB
  * given as -D by tests/CMakeLists.txt) compiled for the host emulator, registered with the
  * test under a name made of its parameters. */
 #include "emu.h"
 #include "registry.h"
 
-#include "templates/gemm_wgmma.cu"
+#include "templates/gemm/gemm_wgmma.cu"
 
 #include <thread>
 

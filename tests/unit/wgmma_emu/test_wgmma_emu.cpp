@@ -1,4 +1,4 @@
-/* test_wgmma_emu.cpp — runs templates/gemm_wgmma.cu on the CPU through a model of the PTX it
+/* test_wgmma_emu.cpp — runs templates/gemm/gemm_wgmma.cu on the CPU through a model of the PTX it
  * uses (emu.h) and compares with a double-precision reference: several configurations, all
  * four layouts, sizes with and without edges, misaligned operands, beta = 0 with a NaN-filled
  * C, and split-K with its workspace left zero. What it checks is the kernel's own index math

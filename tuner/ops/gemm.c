@@ -1,7 +1,7 @@
 /* gemm.c — the GEMM problem: validation, database key, CPU reference, and the buffers and
  * correctness check the pipeline uses to test every candidate. */
-#include "costmodel.h"
-#include "tuner.h"
+#include "tuner/ops/gemm_cost.h"
+#include "tuner/tuner.h"
 
 #include <float.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  *
  * Prepended to every template source (templates/<name>.cl) when the CUDA backend compiles it with
  * NVRTC (--std=c++17 -default-device -arch=sm_XX, then the -D tuning parameters). It provides
- * exactly the names of templates/opencl.h, with the same semantics, so the template body
+ * exactly the names of templates/common/opencl.h, with the same semantics, so the template body
  * compiles unchanged; see opencl.h for the contract. Launch geometry follows OpenCL: local size
  * = blockDim, global size = total work-items, grid = ceil(global / local).
  *

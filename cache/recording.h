@@ -1,9 +1,9 @@
-/* replay.h — recorded spaces (Kernel Tuner cache JSON, our results database) as a table
- * config → (status, time), and a tuning run replayed against one: the replay device. */
-#ifndef AT_REPLAY_H
-#define AT_REPLAY_H
+/* recording.h — recorded spaces (Kernel Tuner cache JSON, our results database) as a table
+ * config → (status, time): what the replay device answers from. */
+#ifndef AT_RECORDING_H
+#define AT_RECORDING_H
 
-#include "search.h"
+#include "base/util.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,7 +40,5 @@ at_status at_recording_load(const char *path, const char *select, at_recording *
 void at_recording_free(at_recording *r); /* accepts NULL */
 /* "NAME=value,NAME=value,..." of configuration i. */
 void at_recording_config(const at_recording *r, size_t i, char *buf, size_t len);
-/* The search space view of a recording (pointers into r). */
-at_search_space at_recording_space(const at_recording *r);
 
 #endif

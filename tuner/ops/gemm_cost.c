@@ -2,7 +2,7 @@
  * quantization, waves of blocks and occupancy, used to order the first candidates of the
  * model-based search and as one of its surrogate's features. It ranks; it does not predict
  * microseconds, and the measurements override it as they arrive. */
-#include "costmodel.h"
+#include "tuner/ops/gemm_cost.h"
 
 #include <math.h>
 

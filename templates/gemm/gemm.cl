@@ -1,4 +1,4 @@
-/* gemm.cl — tunable f32 GEMM template in the portable dialect (see templates/opencl.h).
+/* gemm.cl — tunable f32 GEMM template in the portable dialect (see templates/common/opencl.h).
  *
  *   C = alpha * op(A) * op(B) + beta * C        all matrices row-major
  *

@@ -2,7 +2,7 @@
 #ifndef AT_SPACE_H
 #define AT_SPACE_H
 
-#include "../tuner/util.h"
+#include "base/util.h"
 
 #include <stdbool.h>
 #include <stddef.h>

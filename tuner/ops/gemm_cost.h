@@ -3,9 +3,9 @@
 #ifndef AT_COSTMODEL_H
 #define AT_COSTMODEL_H
 
-#include "backend.h"
+#include "tuner/backend.h"
 
-#include "../templates/space.h"
+#include "tuner/space/space.h"
 
 /* What the model looks at in one config. */
 typedef struct at_gemm_cost_in {

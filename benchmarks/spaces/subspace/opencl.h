@@ -1,1 +1,0 @@
-../../../templates/opencl.h
