@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AT_DB_SCHEMA 1
+#define AT_DB_SCHEMA       1 /* the major version: a newer one is refused */
+#define AT_DB_SCHEMA_MINOR 0 /* fields added that older readers skip */
 
 typedef struct at_db at_db;
 
@@ -40,6 +41,8 @@ typedef struct at_result_rec {
 typedef struct at_best_rec {
     char config[512];       /* "BM=64,BN=64,..." */
     char template_hash[17]; /* hex */
+    char template_name[64]; /* the template tuned ("gemm_mma"); "" in records before it */
+    int64_t space;          /* valid configurations of the space tuned; 0: unknown */
     double time_us, gflops, max_rel_error;
     int64_t when;
     char compiler[256]; /* compiler version */

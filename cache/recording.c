@@ -37,6 +37,7 @@ void at_recording_free(at_recording *r)
     free(r->cost);
     free(r->eval_s);
     free(r->status);
+    free(r->recs);
     free(r);
 }
 
@@ -443,10 +444,9 @@ static at_status sort_values(at_recording *r, size_t j)
     return AT_OK;
 }
 
-static at_status load_db(const char *dir, const char *select, at_recording *r)
+/* One recorded space of an open database (dir names it in messages). */
+static at_status load_from_db(at_db *db, const char *dir, const char *select, at_recording *r)
 {
-    at_db *db = NULL;
-    AT_TRY(at_db_open(dir, 1, &db));
     key_list l = {0};
     at_status st = at_db_scan(db, "results", select && *select ? select : NULL, collect_key, &l);
     if (st == AT_OK && l.oom) st = oom();
@@ -476,6 +476,7 @@ static at_status load_db(const char *dir, const char *select, at_recording *r)
         np = 1;
         for (const char *c = l.keys[0] + plen; *c; c++) np += *c == ',';
         st = table_alloc(r, np, l.n);
+        if (st == AT_OK && !(r->recs = calloc(l.n, sizeof *r->recs))) st = oom();
     }
     size_t *cap = calloc(np ? np : 1, sizeof *cap);
     if (st == AT_OK && !cap) st = oom();
@@ -515,6 +516,7 @@ static at_status load_db(const char *dir, const char *select, at_recording *r)
         double secs =
             rec.compile_ms / 1e3 + rec.median_us * (double)(rec.reps ? rec.reps : 1) / 1e6;
         set_outcome(r, i, rec.median_us, secs, status);
+        r->recs[i] = rec;
     }
     for (size_t j = 0; st == AT_OK && j < np; j++) {
         r->numeric[j] = calloc(r->nvalues[j], sizeof *r->numeric[j]);
@@ -523,7 +525,27 @@ static at_status load_db(const char *dir, const char *select, at_recording *r)
     free(cap);
     for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
     free(l.keys);
+    return st;
+}
+
+static at_status load_db(const char *dir, const char *select, at_recording *r)
+{
+    at_db *db = NULL;
+    AT_TRY(at_db_open(dir, 1, &db));
+    at_status st = load_from_db(db, dir, select, r);
     at_db_close(db);
+    return st;
+}
+
+at_status at_recording_from_db(at_db *db, const char *select, at_recording **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return oom();
+    at_status st = load_from_db(db, at_db_path(db), select, *out);
+    if (st != AT_OK) {
+        at_recording_free(*out);
+        *out = NULL;
+    }
     return st;
 }
 
@@ -583,4 +605,3 @@ at_status at_recording_load(const char *path, const char *select, at_recording *
     *out = r;
     return AT_OK;
 }
-

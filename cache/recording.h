@@ -4,6 +4,7 @@
 #define AT_RECORDING_H
 
 #include "base/util.h"
+#include "cache/db.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,16 +16,17 @@ typedef struct at_recording {
     char objective[64]; /* the recorded quantity: "time" (ms), "median_us", or a KT objective */
     int higher_better;  /* 1: objective is a rate (GFLOP/s ...): cost = 1 / value */
     size_t nparams;
-    char **names;     /* [nparams] */
-    size_t *nvalues;  /* [nparams] */
-    char ***values;   /* values[j][v]: the text of each value */
-    double **numeric; /* numeric[j][v]: the number, NAN where a value is not numeric */
-    size_t nconfigs;  /* configurations recorded (the space) */
-    uint16_t *idx;    /* nconfigs * nparams value indices */
-    double *value;    /* the objective as recorded; NAN for a failed configuration */
-    double *cost;     /* what the search sees: lower is better, INFINITY for a failure */
-    double *eval_s;   /* seconds one evaluation took when recorded (compile + benchmark) */
-    char **status;    /* NULL for ok, else the recorded failure ("CompilationFailedConfig") */
+    char **names;        /* [nparams] */
+    size_t *nvalues;     /* [nparams] */
+    char ***values;      /* values[j][v]: the text of each value */
+    double **numeric;    /* numeric[j][v]: the number, NAN where a value is not numeric */
+    size_t nconfigs;     /* configurations recorded (the space) */
+    uint16_t *idx;       /* nconfigs * nparams value indices */
+    double *value;       /* the objective as recorded; NAN for a failed configuration */
+    double *cost;        /* what the search sees: lower is better, INFINITY for a failure */
+    double *eval_s;      /* seconds one evaluation took when recorded (compile + benchmark) */
+    char **status;       /* NULL for ok, else the recorded failure ("CompilationFailedConfig") */
+    at_result_rec *recs; /* our database: each configuration's whole record; NULL otherwise */
     size_t nfailed;
     int have_optimum;
     size_t optimum; /* index of the best configuration */
@@ -38,6 +40,8 @@ typedef struct at_recording {
  * AT_ERR_DB*, AT_ERR_NO_MEMORY. */
 at_status at_recording_load(const char *path, const char *select, at_recording **out);
 void at_recording_free(at_recording *r); /* accepts NULL */
+/* The recorded space of an open database selected by select (as for at_recording_load). */
+at_status at_recording_from_db(at_db *db, const char *select, at_recording **out);
 /* "NAME=value,NAME=value,..." of configuration i. */
 void at_recording_config(const at_recording *r, size_t i, char *buf, size_t len);
 

@@ -1,4 +1,9 @@
-/* autotune.h — the public C API of autotune: tuned GEMM kernels on the caller's own buffers. */
+/* autotune.h — the public C API of autotune: tuned kernels (GEMM, and any operation through the
+ * generic calls) on the caller's own buffers.
+ *
+ * Structs the caller fills (options) are zero-initialised and only ever grow into their
+ * reserved space; structs the library fills (reports, descriptions) keep reserved space for the
+ * same reason, so a program built against this header keeps working with later libraries. */
 #ifndef AUTOTUNE_H
 #define AUTOTUNE_H
 
@@ -9,7 +14,7 @@
 extern "C" {
 #endif
 
-#define AT_VERSION_STRING "0.1.0"
+#define AT_VERSION_STRING "0.2.0"
 
 /* Status codes. AT_OK is zero; every error is negative. at_strerror() gives fixed text,
  * at_context_last_error() the detailed message of the last failure on a context. */
@@ -52,7 +57,7 @@ typedef enum at_layout {
     AT_LAYOUT_TT = 3
 } at_layout;
 
-/* Where at_gemm_get found its kernel. */
+/* Where at_gemm_get / at_get found its kernel. */
 typedef enum at_source {
     AT_SOURCE_HIT = 0,     /* tuned entry for this exact problem and device */
     AT_SOURCE_NEAREST = 1, /* tuned entry of the nearest shape on this device */
@@ -88,6 +93,7 @@ typedef struct at_context_options {
     int device;              /* device index within the backend, 0 by default */
     const char *db_path;     /* NULL: $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune, ~/.cache/autotune */
     int compile_threads;     /* 0: one per core */
+    void *reserved[8];       /* zero */
 } at_context_options;
 
 typedef struct at_gemm_problem {
@@ -123,10 +129,18 @@ typedef struct at_tune_options {
      * recorded outcome for this problem, device and template (a config without a record counts
      * as failed, "not recorded"); nothing is compiled, run or stored. NULL: tune for real. */
     const char *replay_db;
+    /* The template to tune, by name ("gemm_mma"); NULL: the one the registry picks for the
+     * operation, element type, backend and architecture. A name that does not implement the
+     * problem on this device is AT_ERR_INVALID_ARG (e.g. falling back from gemm_wgmma to
+     * gemm_mma on sm_90a is allowed; gemm_mma on OpenCL is not). */
+    const char *template_name;
+    void *reserved[8]; /* zero */
 } at_tune_options;
 
 typedef struct at_tune_report {
-    int64_t space;       /* valid configurations in the space */
+    /* valid configurations in the space; on a cache hit the count recorded when it was tuned
+     * (0 when the record predates it) */
+    int64_t space;
     int64_t space_total; /* configurations before constraints */
     int64_t evaluated;   /* candidates evaluated (measured now or found in the database) */
     int64_t measured;    /* candidates measured in this call */
@@ -135,8 +149,11 @@ typedef struct at_tune_report {
     double best_time_us;
     double best_gflops;
     double best_max_rel_error;
-    char best_config[512]; /* "BM=64,BN=64,..." */
-    double seconds;        /* wall time of the call */
+    char best_config[512];    /* "BM=64,BN=64,..." */
+    double seconds;           /* wall time of the call */
+    char template_name[64];   /* the template tuned (or that the cache hit was tuned with) */
+    double best_gbytes_per_s; /* the operation's bytes moved per second at the best time */
+    int64_t reserved[16];
 } at_tune_report;
 
 /* ---- context ---------------------------------------------------------------------------- */
@@ -208,6 +225,8 @@ typedef struct at_device_desc {
     char key[640]; /* the database's device key */
     int64_t compute_units, max_work_group_size, local_mem_bytes, global_mem_bytes;
     int is_cpu;
+    char arch[64]; /* compile target: "sm_90a", "gfx90a", "" for OpenCL */
+    int64_t reserved[8];
 } at_device_desc;
 
 /* Fills up to max entries (every backend this build knows) and sets *n. */
@@ -219,11 +238,13 @@ typedef struct at_space_info {
     int64_t total; /* configurations before constraints */
     int64_t valid; /* after constraints, for this problem on this device */
     int nparams;
-    char params[1024]; /* "BM=16|32|64|128 BN=..." */
+    char params[1024];      /* "BM=16|32|64|128 BN=..." */
+    char template_name[64]; /* the template counted */
+    int64_t reserved[8];
 } at_space_info;
 
 /* Counts the GEMM space for p on ctx's device; if visit is not NULL, calls it for each valid
- * config string (stop by returning non-zero). */
+ * config string (stop by returning non-zero). at_space_count is the generic form. */
 at_status at_gemm_space(at_context *ctx, const at_gemm_problem *p, at_space_info *info,
                         int (*visit)(void *user, const char *config), void *user);
 
@@ -236,6 +257,8 @@ typedef struct at_compile_report {
     double seconds;            /* wall time of the compiles */
     char first_error[512];     /* the first compile error's message, "" if none */
     char first_rejection[512]; /* the first resource rejection, "" if none */
+    char template_name[64];    /* the template compiled */
+    int64_t reserved[8];
 } at_compile_report;
 
 /* Compiles the GEMM space for p for an explicit target of a backend without any device
@@ -247,6 +270,7 @@ typedef struct at_compile_report {
 at_status at_gemm_compile_space(const char *backend, const char *arch, const at_gemm_problem *p,
                                 int64_t limit, uint64_t seed, int threads, at_compile_report *out,
                                 char *why, size_t whylen);
+/* at_compile_space is the generic form (and takes a template name). */
 
 /* Visits the entries of a database table ("results", "best", "binaries", "meta") whose key
  * starts with prefix (NULL: all), as readable key and value text. Opens path read-only;
@@ -281,6 +305,7 @@ typedef struct at_replay_report {
     size_t ntrajectory;
     int64_t *trajectory_evals;
     double *trajectory_best;
+    int64_t reserved[8];
 } at_replay_report;
 
 /* Replays a tuning run with opts' strategy, seed and budgets (max_seconds counts the recorded
@@ -309,10 +334,85 @@ at_status at_db_export_kernel_tuner(const char *path, const char *problem, const
                                     const char *template_hash, const char *out_path, char *why,
                                     size_t whylen);
 
+/* ---- operations: any problem, generically -------------------------------------------------
+ * Every operation (GEMM, ...) is described by its fields, so tools and bindings can build a
+ * problem from text (a CLI option, a shape list) and tune, get and launch it without knowing the
+ * operation. The typed calls above (at_gemm_*) are thin wrappers over these. */
+
+typedef struct at_problem at_problem; /* an operation and the values of its fields */
+
+typedef enum at_field_kind {
+    AT_FIELD_INT = 0,    /* an integer in [lo, hi] */
+    AT_FIELD_CHOICE = 1, /* one of choices[] */
+    AT_FIELD_REAL = 2    /* a finite number */
+} at_field_kind;
+
+typedef struct at_field_desc {
+    const char *name; /* "m" */
+    at_field_kind kind;
+    int64_t lo, hi;             /* AT_FIELD_INT: the accepted range */
+    const char *const *choices; /* AT_FIELD_CHOICE: the names, NULL-terminated */
+    const char *def;     /* the default as text; "=m": the value of field m; NULL: required */
+    const char *example; /* a value for counting a space when none is given; NULL: none */
+    int shape;           /* 1: identifies the problem (database key, CLI option, JSON) */
+    const char *help;    /* one line */
+    void *reserved[4];
+} at_field_desc;
+
+/* NULL-terminated names of the operations this library knows ("gemm", ...). */
+const char *const *at_operations(void);
+/* A paragraph saying what operation op computes; NULL for an unknown operation. */
+const char *at_operation_help(const char *op);
+/* Field i of operation op, in order; AT_ERR_NOT_FOUND past the last, AT_ERR_INVALID_ARG for an
+ * unknown operation. */
+at_status at_operation_field(const char *op, size_t i, at_field_desc *out);
+/* The names of op's buffers in at_kernel_launch's order ("A", "B", "C"), NULL-terminated;
+ * NULL for an unknown operation. */
+const char *const *at_operation_buffers(const char *op);
+
+/* A problem of operation op with every default set (required fields still unset). */
+at_status at_problem_create(const char *op, at_problem **out);
+/* Sets a field from text ("1024", "bf16", "0.5"); AT_ERR_INVALID_ARG names the field and what it
+ * accepts. The last error's text is at_problem_last_error(). */
+at_status at_problem_set(at_problem *p, const char *field, const char *value);
+/* A field's value as text, defaults applied ("=m" resolved); "" for an unset required field. */
+at_status at_problem_get(const at_problem *p, const char *field, char *buf, size_t len);
+/* The operation's name. */
+const char *at_problem_operation(const at_problem *p);
+/* The problem's database key, "gemm/f32/nn/1024x1024x1024"; AT_ERR_INVALID_ARG (with the
+ * message in at_problem_last_error) when a field is missing or out of range. */
+at_status at_problem_key(const at_problem *p, char *buf, size_t len);
+/* The detailed message of the last failure of at_problem_* on this thread. */
+const char *at_problem_last_error(void);
+void at_problem_destroy(at_problem *p); /* accepts NULL */
+
+/* The generic forms of at_gemm_tune, at_gemm_get, at_gemm_space and at_gemm_compile_space. */
+at_status at_tune(at_context *ctx, const at_problem *p, const at_tune_options *opts,
+                  at_tune_report *report, at_kernel **out);
+at_status at_get(at_context *ctx, const at_problem *p, unsigned flags, at_kernel **out,
+                 at_source *source);
+/* template_name: NULL for the registry's choice. */
+at_status at_space_count(at_context *ctx, const at_problem *p, const char *template_name,
+                         at_space_info *info, int (*visit)(void *user, const char *config),
+                         void *user);
+at_status at_compile_space(const char *backend, const char *arch, const at_problem *p,
+                           const char *template_name, int64_t limit, uint64_t seed, int threads,
+                           at_compile_report *out, char *why, size_t whylen);
+/* Launches a kernel of any operation on the caller's buffers, given in the order of
+ * at_operation_buffers (GEMM: A, B, C); the problem's scalars were fixed when the kernel was
+ * made. stream as for at_gemm_launch. */
+at_status at_kernel_launch(at_kernel *k, const at_devptr *buffers, size_t nbuffers, void *stream);
+/* The name of the template a kernel was made from ("gemm"). */
+const char *at_kernel_template(const at_kernel *k);
+
 /* ---- errors ----------------------------------------------------------------------------- */
 
 const char *at_strerror(at_status s);
+/* The library's version ("0.2.0"); AT_VERSION_STRING is the header's. */
 const char *at_version(void);
+/* The database schema this library writes, "major.minor" ("2.0"): it reads any older schema
+ * and refuses a newer major one (AT_ERR_DB_VERSION). */
+const char *at_db_schema_version(void);
 
 #ifdef __cplusplus
 }

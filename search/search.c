@@ -359,7 +359,10 @@ void at_search_free(at_search *s)
 static int budget_left(const at_search *s)
 {
     if (s->opts.max_evals > 0 && s->evaluated >= s->opts.max_evals) return 0;
-    if (s->opts.max_seconds > 0 && at_now() - s->t0 >= s->opts.max_seconds) return 0;
+    if (s->opts.max_seconds > 0) {
+        double spent = s->opts.clock ? s->opts.clock(s->opts.clock_user) : at_now() - s->t0;
+        if (spent >= s->opts.max_seconds) return 0;
+    }
     if (s->opts.no_improve > 0 && s->since_improve >= s->opts.no_improve) return 0;
     return 1;
 }

@@ -24,7 +24,7 @@ typedef struct at_search_options {
     const char *strategy; /* one of at_search_strategies(); NULL = AT_SEARCH_DEFAULT */
     uint64_t seed;        /* same seed, same proposals */
     int64_t max_evals;    /* 0 = no limit */
-    double max_seconds;   /* 0 = no limit; wall clock from create */
+    double max_seconds;   /* 0 = no limit; wall clock from create, or `clock` when given */
     int64_t no_improve;   /* stop after this many reports without a better time; 0 = off */
     /* Configurations to propose first, in order (e.g. the template's defaults); may be NULL. */
     const size_t *first;
@@ -33,6 +33,10 @@ typedef struct at_search_options {
      * problem-specific cost model. The model-based strategy orders its first proposals by it
      * and uses it as a feature; NULL when there is none. Alive while the search is. */
     const double *prior;
+    /* Optional: the seconds spent so far by another clock than the wall (a replay counts the
+     * recorded seconds of what it answered). NULL: wall time since create. */
+    double (*clock)(void *user);
+    void *clock_user;
 } at_search_options;
 
 /* The strategy used when none is named (chosen by the replay benchmark, docs/search.md). */

@@ -1,8 +1,7 @@
-/* api.c — the public library API (include/autotune.h): contexts, GEMM get/tune/launch,
- * buffers, discovery. Every failure leaves its detailed message on the context. */
-#include "tuner/tuner.h"
-
-#include "search/search.h"
+/* api.c — the public library API (include/autotune.h): contexts; get (hit, nearest, default or
+ * tune), tune (cache hit, or the pipeline with device recycling) and launch for every
+ * operation; buffers; discovery. Every failure leaves its detailed message on the context. */
+#include "tuner/pipeline.h"
 
 #define AT_MAX_RECYCLES 32 /* device contexts recycled after faults in one tuning call */
 
@@ -56,6 +55,13 @@ const char *at_strerror(at_status s)
 }
 
 const char *at_version(void) { return AT_VERSION_STRING; }
+
+#define AT_STR_(x) #x
+#define AT_STR(x)  AT_STR_(x)
+const char *at_db_schema_version(void)
+{
+    return AT_STR(AT_DB_SCHEMA) "." AT_STR(AT_DB_SCHEMA_MINOR);
+}
 
 at_status at_ctx_fail(at_context *ctx, at_status s)
 {
@@ -171,82 +177,72 @@ static at_status ready(at_context *ctx)
     return AT_OK;
 }
 
-/* ---- GEMM ---------------------------------------------------------------------------------- */
+/* ---- get, tune and the fallbacks, for every operation --------------------------------------- */
 
-/* The GEMM template for the context's backend, bound to the device and the problem. */
-static at_status gemm_template(at_context *ctx, const at_gemm_problem *p, at_template **t)
+/* The problem with its defaults applied and checked, owned by the caller. */
+static at_status resolved(const at_problem *p, at_problem **out)
 {
-    AT_TRY(ready(ctx));
-    AT_TRY(at_gemm_validate(p, ctx));
-    AT_TRY(at_template_load(at_gemm_template_name(p->dtype, ctx->info.backend, ctx->info.arch),
-                            ctx->info.backend, t));
-    at_status s = at_template_bind_device(*t, &ctx->info);
-    if (s == AT_OK) s = at_gemm_bind(p, (*t)->space);
+    *out = NULL;
+    if (!p) return at_fail(AT_ERR_INVALID_ARG, "no problem given");
+    if (!(*out = at_problem_resolve(p))) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    at_status s = at_problem_validate(*out);
     if (s != AT_OK) {
-        at_template_free(*t);
-        *t = NULL;
+        at_problem_destroy(*out);
+        *out = NULL;
     }
     return s;
 }
 
-/* The database's best entry for p on this device, if made with this template. */
-static int lookup_best(at_context *ctx, const at_gemm_problem *p, const at_template *t,
-                       at_best_rec *b)
+/* The database's best entry for p on this device. */
+static int lookup_best(at_context *ctx, const at_problem *p, at_best_rec *b)
 {
     char pkey[256];
-    at_gemm_key(p, pkey, sizeof pkey);
+    p->op->key(p->data, pkey, sizeof pkey);
     char *key = at_db_best_key(pkey, ctx->info.key);
-    int hit =
-        key && at_db_get_best(ctx->db, key, b) == AT_OK && strcmp(b->template_hash, t->hash) == 0;
+    int hit = key && at_db_get_best(ctx->db, key, b) == AT_OK;
     free(key);
+    at_errclear();
     return hit;
 }
 
-/* Keys of the best table "gemm/f32/nn/MxNxK|device" for this device, collected by a scan
- * (LMDB allows one read transaction per thread, so records are read after it). */
-typedef struct key_list {
-    const char *device;
-    char **keys;
-    size_t n, cap;
-} key_list;
-
-static int collect_key(void *user, const char *key, const char *value)
+/* The template a best entry was tuned with, if it still serves p here and is the same version
+ * (an entry from before templates were named was made with the default choice). */
+static at_template *best_template(at_context *ctx, const at_problem *p, const at_best_rec *b)
 {
-    (void)value;
-    key_list *l = user;
-    const char *bar = strchr(key, '|');
-    if (!bar || strcmp(bar + 1, l->device) != 0) return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **nk = realloc(l->keys, cap * sizeof *nk);
-        if (!nk) return 1;
-        l->keys = nk;
-        l->cap = cap;
+    at_template *t = NULL;
+    if (at_template_for(p, &ctx->info, b->template_name[0] ? b->template_name : NULL, &t) !=
+        AT_OK) {
+        at_errclear();
+        return NULL;
     }
-    if ((l->keys[l->n] = at_strdup(key))) l->n++;
-    return 0;
+    if (strcmp(t->hash, b->template_hash) == 0) return t;
+    at_template_free(t);
+    return NULL;
 }
 
-/* The tuned entry of the nearest shape (log-ratio distance) on this device with the same
- * dtype, layout and template whose configuration is valid for p. */
-static int lookup_nearest(at_context *ctx, const at_gemm_problem *p, const at_template *t,
+/* The tuned entry of the nearest problem (the operation's distance) on this device, made with
+ * template t and valid for p. */
+static int lookup_nearest(at_context *ctx, const at_problem *p, const at_template *t,
                           at_best_rec *out)
 {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "gemm/%s/%s/", at_dtype_name(p->dtype),
-             at_layout_name(p->layout));
-    key_list l = {.device = ctx->info.key};
+    char prefix[64], suffix[700];
+    snprintf(prefix, sizeof prefix, "%s/", p->op->name);
+    snprintf(suffix, sizeof suffix, "|%s", ctx->info.key);
+    char **keys = NULL;
+    size_t n = 0;
     int found = 0;
     double best = INFINITY;
-    if (at_db_scan(ctx->db, "best", prefix, collect_key, &l) == AT_OK) {
-        for (size_t i = 0; i < l.n; i++) {
-            long long m, n, k;
+    /* LMDB allows one read transaction per thread: the keys first, then their records. */
+    if (at_db_keys(ctx->db, "best", prefix, &keys, &n) == AT_OK) {
+        for (size_t i = 0; i < n; i++) {
+            size_t len = strlen(keys[i]), sl = strlen(suffix);
+            if (len <= sl || strcmp(keys[i] + len - sl, suffix) != 0) continue;
+            keys[i][len - sl] = '\0'; /* the problem key */
+            double d = p->op->distance(p->data, keys[i]);
+            keys[i][len - sl] = '|';
             at_best_rec b;
             int64_t cfg[AT_MAX_PARAMS];
-            if (sscanf(l.keys[i] + strlen(prefix), "%lldx%lldx%lld", &m, &n, &k) != 3) continue;
-            double d = fabs(log((double)m / (double)p->m)) + fabs(log((double)n / (double)p->n)) +
-                       fabs(log((double)k / (double)p->k));
-            if (d >= best || at_db_get_best(ctx->db, l.keys[i], &b) != AT_OK) continue;
+            if (!(d < best) || at_db_get_best(ctx->db, keys[i], &b) != AT_OK) continue;
             if (strcmp(b.template_hash, t->hash) != 0) continue;
             if (at_config_parse(t->space, b.config, cfg) != AT_OK ||
                 !at_space_valid(t->space, cfg, NULL, 0))
@@ -256,8 +252,7 @@ static int lookup_nearest(at_context *ctx, const at_gemm_problem *p, const at_te
             found = 1;
         }
     }
-    for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
-    free(l.keys);
+    at_db_keys_free(keys, n);
     at_errclear();
     return found;
 }
@@ -288,8 +283,29 @@ static void default_tune_options(const at_tune_options *in, at_tune_options *o)
     if (!o->seed) o->seed = 1;
 }
 
-at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_options *opts,
-                       at_tune_report *report, at_kernel **out)
+/* A candidate that faults poisons a CUDA context: everything measured is saved, so a fresh
+ * context resumes the run where it stopped (the faulty candidate is recorded as crashed and not
+ * run again). */
+static at_status tune_recycling(at_context *ctx, at_template *t, const at_problem *p,
+                                const at_tune_options *o, at_tune_report *rep, char *config,
+                                size_t len)
+{
+    int64_t measured = 0;
+    at_status s = AT_OK;
+    for (int recycles = 0;; recycles++) {
+        s = at_pipeline_tune(ctx, t, p, o, rep, config, len);
+        measured += rep->measured;
+        if (s != AT_ERR_DEVICE_LOST || recycles == AT_MAX_RECYCLES) break;
+        ctx->ops->close(ctx->dev);
+        ctx->dev = NULL;
+        if ((s = ctx->ops->open(ctx->device_index, &ctx->dev)) != AT_OK) break;
+    }
+    rep->measured = measured;
+    return s;
+}
+
+at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_options *opts,
+                  at_tune_report *report, at_kernel **out)
 {
     at_tune_report rep_local;
     at_tune_report *rep = report ? report : &rep_local;
@@ -298,134 +314,140 @@ at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_
     double t0 = at_now();
     at_tune_options o = {0};
     default_tune_options(opts, &o);
+    at_problem *p = NULL;
     at_template *t = NULL;
-    at_status s = gemm_template(ctx, p, &t);
-    if (s != AT_OK) return at_ctx_fail(ctx, s);
-    rep->space_total =
-        (int64_t)(at_space_total(t->space) > INT64_MAX ? INT64_MAX : at_space_total(t->space));
-
     at_best_rec b;
     char config[512] = "";
-    if (!o.force && !o.replay_db && lookup_best(ctx, p, t, &b)) {
-        /* A cache hit: nothing is compiled, unless the caller wants the kernel and its binary
-         * is not in the database. */
+    at_status s = ready(ctx);
+    if (s == AT_OK) s = resolved(problem, &p);
+    /* A cache hit: the stored best, made with a template that still serves the problem here
+     * at the same version (the one asked for, when one is). */
+    if (s == AT_OK && !o.force && !o.replay_db && lookup_best(ctx, p, &b) &&
+        (t = best_template(ctx, p, &b)) && o.template_name &&
+        strcmp(t->name, o.template_name) != 0) {
+        at_template_free(t);
+        t = NULL;
+    }
+    if (t) {
+        /* Nothing is compiled, unless the caller wants the kernel and its binary is not in the
+         * database. */
         rep->cache_hit = 1;
+        rep->space = b.space;
         rep->best_time_us = b.time_us;
         rep->best_gflops = b.gflops;
+        rep->best_gbytes_per_s = p->op->bytes(p->data) / (b.time_us * 1e3);
         rep->best_max_rel_error = b.max_rel_error;
         snprintf(rep->best_config, sizeof rep->best_config, "%s", b.config);
         snprintf(config, sizeof config, "%s", b.config);
-    } else {
-        at_problem *prob = NULL;
-        int64_t measured = 0;
-        s = at_gemm_problem_make(p, &prob);
-        /* A candidate that faults poisons a CUDA context: everything measured is saved, so a
-         * fresh context resumes the run where it stopped (the faulty candidate is recorded as
-         * crashed and not run again). */
-        for (int recycles = 0; s == AT_OK; recycles++) {
-            s = at_pipeline_tune(ctx, t, prob, &o, rep, config, sizeof config);
-            measured += rep->measured;
-            if (s != AT_ERR_DEVICE_LOST || recycles == AT_MAX_RECYCLES) break;
-            ctx->ops->close(ctx->dev);
-            ctx->dev = NULL;
-            s = ctx->ops->open(ctx->device_index, &ctx->dev);
-        }
-        rep->measured = measured;
-        at_gemm_problem_free(prob);
+    } else if (s == AT_OK) {
+        s = at_template_for(p, &ctx->info, o.template_name, &t);
+        if (s == AT_OK) s = tune_recycling(ctx, t, p, &o, rep, config, sizeof config);
+    }
+    if (t) {
+        snprintf(rep->template_name, sizeof rep->template_name, "%s", t->name);
+        rep->space_total =
+            (int64_t)(at_space_total(t->space) > INT64_MAX ? INT64_MAX : at_space_total(t->space));
     }
     if (s == AT_OK && out) s = at_kernel_build(ctx, t, p, config, out);
     at_template_free(t);
+    at_problem_destroy(p);
     rep->seconds = at_now() - t0;
     return at_ctx_fail(ctx, s);
 }
 
-at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags, at_kernel **out,
-                      at_source *source)
+at_status at_get(at_context *ctx, const at_problem *problem, unsigned flags, at_kernel **out,
+                 at_source *source)
 {
     *out = NULL;
+    at_problem *p = NULL;
     at_template *t = NULL;
-    at_status s = gemm_template(ctx, p, &t);
-    if (s != AT_OK) return at_ctx_fail(ctx, s);
+    at_status s = ready(ctx);
+    if (s == AT_OK) s = resolved(problem, &p);
     at_best_rec b;
     char config[512] = "";
     at_source src = AT_SOURCE_HIT;
-    if (lookup_best(ctx, p, t, &b)) {
+    if (s == AT_OK && lookup_best(ctx, p, &b) && (t = best_template(ctx, p, &b))) {
         snprintf(config, sizeof config, "%s", b.config);
-    } else if (flags & AT_GET_ALLOW_TUNE) {
+    } else if (s == AT_OK && (s = at_template_for(p, &ctx->info, NULL, &t)) != AT_OK) {
+        /* no template serves the problem here */
+    } else if (s == AT_OK && (flags & AT_GET_ALLOW_TUNE)) {
         at_template_free(t);
+        at_problem_destroy(p);
         if (source) *source = AT_SOURCE_TUNED;
-        return at_gemm_tune(ctx, p, NULL, NULL, out);
-    } else if (flags & AT_GET_NO_FALLBACK) {
+        return at_tune(ctx, problem, NULL, NULL, out);
+    } else if (s == AT_OK && (flags & AT_GET_NO_FALLBACK)) {
         char key[256];
-        at_gemm_key(p, key, sizeof key);
+        p->op->key(p->data, key, sizeof key);
         s = at_fail(AT_ERR_NOT_FOUND, "no tuned entry for %s on %s", key, ctx->info.key);
-    } else if (lookup_nearest(ctx, p, t, &b)) {
+    } else if (s == AT_OK && lookup_nearest(ctx, p, t, &b)) {
         src = AT_SOURCE_NEAREST;
         snprintf(config, sizeof config, "%s", b.config);
-    } else {
+    } else if (s == AT_OK) {
         src = AT_SOURCE_DEFAULT;
         s = default_config(t, config, sizeof config);
     }
     if (s == AT_OK) s = at_kernel_build(ctx, t, p, config, out);
     if (s == AT_OK && source) *source = src;
     at_template_free(t);
+    at_problem_destroy(p);
     return at_ctx_fail(ctx, s);
 }
 
-at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, void *stream)
+at_status at_kernel_launch(at_kernel *k, const at_devptr *buffers, size_t nbuffers, void *stream)
 {
     if (!k) return at_fail(AT_ERR_INVALID_ARG, "no kernel");
-    if (!a.handle || !b.handle || !c.handle)
-        return at_ctx_fail(
-            k->ctx, at_fail(AT_ERR_INVALID_ARG, "a NULL buffer was passed to at_gemm_launch"));
-    const at_gemm_problem *p = &k->problem;
-    int ta = p->layout == AT_LAYOUT_TN || p->layout == AT_LAYOUT_TT;
-    int tb = p->layout == AT_LAYOUT_NT || p->layout == AT_LAYOUT_TT;
-    int M = (int)p->m, N = (int)p->n, K = (int)p->k;
-    int lda = (int)(p->lda ? p->lda : (ta ? p->m : p->k));
-    int ldb = (int)(p->ldb ? p->ldb : (tb ? p->k : p->n));
-    int ldc = (int)(p->ldc ? p->ldc : p->n);
-    const at_karg args[] = {{sizeof M, &M},
-                            {sizeof N, &N},
-                            {sizeof K, &K},
-                            {sizeof(float), &p->alpha},
-                            {sizeof(float), &p->beta},
-                            {sizeof(void *), &a.handle},
-                            {sizeof lda, &lda},
-                            {sizeof(void *), &b.handle},
-                            {sizeof ldb, &ldb},
-                            {sizeof(void *), &c.handle},
-                            {sizeof ldc, &ldc},
-                            {sizeof(void *), &k->workspace.handle}};
-    /* The workspace (split-K partial sums) is the trailing argument of kernels that take one. */
-    size_t nargs = sizeof args / sizeof args[0] - (k->workspace.handle ? 0 : 1);
+    const at_op *op = k->problem->op;
+    size_t nroles = 0;
+    while (op->roles[nroles]) nroles++;
+    void *handles[AT_MAX_BUFFERS];
+    at_status s = AT_OK;
+    if (!buffers || nbuffers != nroles)
+        s = at_fail(AT_ERR_INVALID_ARG, "a %s kernel takes %zu buffers, %zu were passed", op->name,
+                    nroles, buffers ? nbuffers : 0);
+    for (size_t i = 0; s == AT_OK && i < nroles; i++)
+        if (!(handles[i] = buffers[i].handle))
+            s = at_fail(AT_ERR_INVALID_ARG, "buffer %s passed to at_%s_launch is NULL",
+                        op->roles[i], op->name);
+    at_arglist args;
+    /* The workspace (split-K partial sums) is the argument of kernels that take one. */
+    if (s == AT_OK)
+        s = at_args_build(k->args, k->nargs, k->problem, handles, k->workspace.handle, &args);
     at_context *ctx = k->ctx;
-    return at_ctx_fail(ctx, ctx->ops->launch(ctx->dev, k->prog, args, nargs, k->global, k->local,
-                                             k->dims, k->shared_bytes, stream, NULL));
+    if (s == AT_OK)
+        s = ctx->ops->launch(ctx->dev, k->prog, args.a, args.n, k->global, k->local, k->dims,
+                             k->shared_bytes, stream, NULL);
+    return at_ctx_fail(ctx, s);
 }
 
 const char *at_kernel_config(const at_kernel *k) { return k ? k->config : ""; }
+const char *at_kernel_template(const at_kernel *k) { return k ? k->template_name : ""; }
 
 void at_kernel_destroy(at_kernel *k)
 {
     if (!k) return;
     if (k->prog) k->ctx->ops->program_free(k->prog);
     if (k->workspace.handle) k->ctx->ops->buffer_free(k->ctx->dev, k->workspace);
+    for (size_t i = 0; i < k->nargs; i++) free(k->args[i].name);
+    at_problem_destroy(k->problem);
     free(k);
 }
 
-at_status at_gemm_space(at_context *ctx, const at_gemm_problem *p, at_space_info *info,
-                        int (*visit)(void *user, const char *config), void *user)
+at_status at_space_count(at_context *ctx, const at_problem *problem, const char *template_name,
+                         at_space_info *info, int (*visit)(void *user, const char *config),
+                         void *user)
 {
     memset(info, 0, sizeof *info);
+    at_problem *p = NULL;
     at_template *t = NULL;
-    at_status s = gemm_template(ctx, p, &t);
-    if (s != AT_OK) return at_ctx_fail(ctx, s);
-    const at_space *sp = t->space;
+    at_status s = ready(ctx);
+    if (s == AT_OK) s = resolved(problem, &p);
+    if (s == AT_OK) s = at_template_for(p, &ctx->info, template_name, &t);
     int64_t *configs = NULL;
     size_t n = 0;
-    s = at_space_enumerate(sp, &configs, NULL, &n);
+    if (s == AT_OK) s = at_space_enumerate(t->space, &configs, NULL, &n);
     if (s == AT_OK) {
+        const at_space *sp = t->space;
+        snprintf(info->template_name, sizeof info->template_name, "%s", t->name);
         info->total = (int64_t)(at_space_total(sp) > INT64_MAX ? INT64_MAX : at_space_total(sp));
         info->valid = (int64_t)n;
         info->nparams = (int)sp->nparams;
@@ -445,15 +467,17 @@ at_status at_gemm_space(at_context *ctx, const at_gemm_problem *p, at_space_info
     }
     free(configs);
     at_template_free(t);
+    at_problem_destroy(p);
     return at_ctx_fail(ctx, s);
 }
 
-at_status at_gemm_compile_space(const char *backend, const char *arch, const at_gemm_problem *p,
-                                int64_t limit, uint64_t seed, int threads, at_compile_report *out,
-                                char *why, size_t whylen)
+at_status at_compile_space(const char *backend, const char *arch, const at_problem *problem,
+                           const char *template_name, int64_t limit, uint64_t seed, int threads,
+                           at_compile_report *out, char *why, size_t whylen)
 {
     memset(out, 0, sizeof *out);
     at_context ctx = {.compile_threads = threads};
+    at_problem *p = NULL;
     at_template *t = NULL;
     ctx.ops = backend ? at_backend_find(backend) : NULL;
     at_status s = AT_OK;
@@ -465,14 +489,12 @@ at_status at_gemm_compile_space(const char *backend, const char *arch, const at_
                     "the %s backend compiles only for a present device: use --device, not --arch",
                     backend);
     if (s == AT_OK) s = ctx.ops->open_target(arch, &ctx.info, &ctx.dev);
-    if (s == AT_OK) s = at_gemm_validate(p, &ctx);
-    if (s == AT_OK)
-        s = at_template_load(at_gemm_template_name(p->dtype, backend, arch), backend, &t);
-    if (s == AT_OK) s = at_template_bind_device(t, &ctx.info);
-    if (s == AT_OK) s = at_gemm_bind(p, t->space);
+    if (s == AT_OK) s = resolved(problem, &p);
+    if (s == AT_OK) s = at_template_for(p, &ctx.info, template_name, &t);
     if (s == AT_OK) s = at_pipeline_compile(&ctx, t, limit, seed, out);
     if (s != AT_OK && why) snprintf(why, whylen, "%s", at_errmsg());
     at_template_free(t);
+    at_problem_destroy(p);
     if (ctx.dev) ctx.ops->close(ctx.dev);
     return s;
 }
@@ -578,6 +600,7 @@ at_status at_device_query(const char *backend, int index, at_device_desc *out)
     snprintf(out->vendor, sizeof out->vendor, "%s", info.vendor);
     snprintf(out->driver, sizeof out->driver, "%s", info.driver);
     snprintf(out->key, sizeof out->key, "%s", info.key);
+    snprintf(out->arch, sizeof out->arch, "%s", info.arch);
     out->compute_units = info.compute_units;
     out->max_work_group_size = info.max_work_group_size;
     out->local_mem_bytes = info.local_mem_bytes;

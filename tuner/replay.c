@@ -1,22 +1,151 @@
-/* replay.c — the replay device: a tuning run answered from a recorded space (Kernel Tuner cache
- * JSON or our results database) instead of a device, so strategies are compared offline
- * (Kernel Tuner's simulation mode). */
-#include "cache/recording.h"
-#include "search/search.h"
+/* replay.c — the replay device: an evaluator that answers every proposed configuration from a
+ * recorded space (our results database, or a Kernel Tuner cache file) instead of compiling and
+ * running it, so the same tune loop replays a run offline (Kernel Tuner's simulation mode):
+ * `autotune replay FILE` on the recording's own space, `autotune gemm --replay DB` on a
+ * template's space. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "tuner/pipeline.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-static at_status oom(void) { return at_fail(AT_ERR_NO_MEMORY, "out of memory"); }
+#define NOT_RECORDED ((size_t)-1)
 
-static at_search_space recording_space(const at_recording *r)
+/* ---- the evaluator ------------------------------------------------------------------------- */
+
+static int replay_submit(at_evaluator *e, size_t c, at_result_rec *rec)
 {
-    at_search_space s = {r->nconfigs, r->nparams, r->idx, r->nvalues,
-                         (const double *const *)r->numeric};
-    return s;
+    at_replay_eval *x = (at_replay_eval *)e;
+    const at_recording *r = x->r;
+    size_t k = x->configs ? x->configs[c] : c;
+    memset(rec, 0, sizeof *rec);
+    if (k == NOT_RECORDED) {
+        rec->status = AT_RS_LAUNCH_ERROR;
+        snprintf(rec->reason, sizeof rec->reason, "not recorded in %s", x->source);
+        return 1;
+    }
+    x->seconds += r->eval_s[k];
+    if (r->recs) *rec = r->recs[k];
+    if (!isfinite(r->cost[k])) { /* failed when recorded, or no usable time */
+        if (rec->status == AT_RS_OK) rec->status = AT_RS_LAUNCH_ERROR;
+        if (!rec->reason[0])
+            snprintf(rec->reason, sizeof rec->reason, "%s",
+                     r->status[k] ? r->status[k] : "no time recorded");
+        return 1;
+    }
+    rec->status = AT_RS_OK;
+    rec->median_us = r->cost[k]; /* what the search compares: lower is better */
+    return 1;
 }
+
+static at_status replay_next(at_evaluator *e, double best_us, size_t *c, at_result_rec *rec)
+{
+    (void)e, (void)best_us, (void)c, (void)rec;
+    return at_fail(AT_ERR_INTERNAL, "the replay device answers at once");
+}
+
+void at_replay_eval_init(at_replay_eval *e, const at_recording *r, const size_t *configs,
+                         const char *source)
+{
+    /* One at a time: each proposal sees every result before it, as on a serial device. */
+    *e = (at_replay_eval){{replay_submit, replay_next, 1, 1}, r, configs, source, 0};
+}
+
+double at_replay_clock(void *replay_eval) { return ((at_replay_eval *)replay_eval)->seconds; }
+
+/* ---- replaying a template's space from our database ---------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The recording's entry of each of n configs of t's space (NOT_RECORDED where none). */
+static at_status map_configs(const at_template *t, const int64_t *configs, size_t n,
+                             const at_recording *r, size_t **out)
+{
+    size_t *map = malloc((n ? n : 1) * sizeof *map);
+    char **names = calloc(r->nconfigs ? r->nconfigs : 1, sizeof *names);
+    at_status st = map && names ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    /* Each recorded config text, followed by its index, sorted for lookups. */
+    for (size_t i = 0; st == AT_OK && i < r->nconfigs; i++) {
+        char buf[512];
+        at_recording_config(r, i, buf, sizeof buf);
+        if (!(names[i] = at_asprintf("%s%c%zu", buf, '\0', i)))
+            st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == AT_OK) qsort(names, r->nconfigs, sizeof *names, cmp_str);
+    for (size_t i = 0; st == AT_OK && i < n; i++) {
+        char buf[512], *key = buf, **hit;
+        at_config_format(t->space, configs + i * t->space->nparams, buf, sizeof buf);
+        hit = bsearch(&key, names, r->nconfigs, sizeof *names, cmp_str);
+        map[i] = hit ? (size_t)strtoull(*hit + strlen(*hit) + 1, NULL, 10) : NOT_RECORDED;
+    }
+    for (size_t i = 0; names && i < r->nconfigs; i++) free(names[i]);
+    free(names);
+    if (st != AT_OK) {
+        free(map);
+        return st;
+    }
+    *out = map;
+    return AT_OK;
+}
+
+at_status at_replay_open_db(at_context *ctx, const at_template *t, const char *problem_key,
+                            const char *path, const int64_t *configs, size_t n, at_recording **rec,
+                            size_t **map)
+{
+    *rec = NULL;
+    *map = NULL;
+    /* LMDB opens an environment once per process: the context's own database is reused. */
+    char *want = realpath(path, NULL), *have = realpath(at_db_path(ctx->db), NULL);
+    int same = want && have && strcmp(want, have) == 0;
+    free(want);
+    free(have);
+    at_db *db = ctx->db;
+    if (!same) {
+        struct stat sb;
+        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return at_fail(AT_ERR_INVALID_ARG, "--replay %s: no such database directory", path);
+        AT_TRY(at_db_open(path, 1, &db));
+    }
+    char *space = at_db_result_key(problem_key, ctx->info.key, t->hash, "");
+    char *any = at_db_best_key(problem_key, ctx->info.key);
+    char **keys = NULL, *bar = NULL;
+    size_t nkeys = 0;
+    at_status st = space && any ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (st == AT_OK) st = at_recording_from_db(db, space, rec);
+    if (st == AT_ERR_INVALID_ARG) {
+        /* Nothing for this template version: say whether another version has results. */
+        char prefix[1024];
+        snprintf(prefix, sizeof prefix, "%s|", any);
+        st = at_db_keys(db, "results", prefix, &keys, &nkeys);
+        if (st == AT_OK && nkeys && (bar = strchr(keys[0] + strlen(prefix), '|')))
+            st = at_fail(AT_ERR_INVALID_ARG,
+                         "the replay database %s has results for %s on %s only from another "
+                         "template version (%.*s, this one is %s)",
+                         path, problem_key, ctx->info.key, (int)(bar - keys[0] - strlen(prefix)),
+                         keys[0] + strlen(prefix), t->hash);
+        else if (st == AT_OK)
+            st = at_fail(AT_ERR_INVALID_ARG,
+                         "the replay database %s has no results for %s on device %s", path,
+                         problem_key, ctx->info.key);
+    }
+    if (st == AT_OK) st = map_configs(t, configs, n, *rec, map);
+    if (st != AT_OK) {
+        at_recording_free(*rec);
+        *rec = NULL;
+    }
+    at_db_keys_free(keys, nkeys);
+    free(space);
+    free(any);
+    if (!same) at_db_close(db);
+    return st;
+}
+
+/* ---- replaying a recorded space: `autotune replay FILE` ------------------------------------- */
 
 void at_replay_report_clear(at_replay_report *rep)
 {
@@ -31,55 +160,42 @@ void at_replay_report_clear(at_replay_report *rep)
 static at_status replay_run(const at_recording *r, const at_tune_options *o, at_replay_report *rep)
 {
     double t0 = at_now();
-    at_search_space sp = recording_space(r);
+    at_replay_eval ev;
+    at_replay_eval_init(&ev, r, NULL, "the recording");
+    at_search_space sp = {r->nconfigs, r->nparams, r->idx, r->nvalues,
+                          (const double *const *)r->numeric};
     at_search_options so = {.strategy = o->strategy,
                             .seed = o->seed,
                             .max_evals = o->max_evals,
-                            .no_improve = o->no_improve};
+                            .max_seconds = o->max_seconds,
+                            .no_improve = o->no_improve,
+                            .clock = at_replay_clock,
+                            .clock_user = &ev};
     at_search *s = NULL;
     AT_TRY(at_search_create(&sp, &so, &s));
-    size_t cap = 64;
-    rep->trajectory_evals = malloc(cap * sizeof *rep->trajectory_evals);
-    rep->trajectory_best = malloc(cap * sizeof *rep->trajectory_best);
-    if (!rep->trajectory_evals || !rep->trajectory_best) {
-        at_search_free(s);
-        return oom();
-    }
-    double best_cost = INFINITY;
-    size_t c, best = 0;
-    /* One at a time: each proposal sees every result before it, as on a serial device. */
-    while (at_search_propose(s, 1, &c) == 1) {
-        rep->evaluated++;
-        rep->simulated_seconds += r->eval_s[c];
-        if (r->status[c] || !isfinite(r->cost[c])) rep->failed++;
-        at_search_report(s, c, r->cost[c]);
-        if (r->cost[c] < best_cost) {
-            best_cost = r->cost[c];
-            best = c;
-            if (rep->ntrajectory == cap) {
-                cap *= 2;
-                int64_t *ne = realloc(rep->trajectory_evals, cap * sizeof *ne);
-                if (ne) rep->trajectory_evals = ne;
-                double *nb = realloc(rep->trajectory_best, cap * sizeof *nb);
-                if (nb) rep->trajectory_best = nb;
-                if (!ne || !nb) {
-                    at_search_free(s);
-                    return oom();
-                }
-            }
-            rep->trajectory_evals[rep->ntrajectory] = rep->evaluated;
-            rep->trajectory_best[rep->ntrajectory++] = r->value[c];
-        }
-        if (o->max_seconds > 0 && rep->simulated_seconds >= o->max_seconds) break;
-    }
+    at_loop loop;
+    at_status st = at_tune_loop(s, &ev.ev, o, &loop);
     at_search_free(s);
-    if (isfinite(best_cost)) {
-        rep->found = 1;
-        rep->best = r->value[best];
-        at_recording_config(r, best, rep->best_config, sizeof rep->best_config);
+    rep->evaluated = loop.evaluated;
+    rep->failed = loop.failed;
+    rep->simulated_seconds = ev.seconds;
+    rep->trajectory_evals = malloc((loop.ntrajectory + 1) * sizeof *rep->trajectory_evals);
+    rep->trajectory_best = malloc((loop.ntrajectory + 1) * sizeof *rep->trajectory_best);
+    if (st == AT_OK && (!rep->trajectory_evals || !rep->trajectory_best))
+        st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; st == AT_OK && i < loop.ntrajectory; i++) {
+        rep->trajectory_evals[i] = loop.traj_evals[i];
+        rep->trajectory_best[i] = r->value[loop.traj_config[i]];
     }
+    if (st == AT_OK) rep->ntrajectory = loop.ntrajectory;
+    if (st == AT_OK && loop.have_best) {
+        rep->found = 1;
+        rep->best = r->value[loop.best];
+        at_recording_config(r, loop.best, rep->best_config, sizeof rep->best_config);
+    }
+    at_loop_clear(&loop);
     rep->seconds = at_now() - t0;
-    return AT_OK;
+    return st;
 }
 
 at_status at_replay_file(const char *path, const char *select, const at_tune_options *opts,

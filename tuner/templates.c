@@ -1,10 +1,15 @@
-/* templates.c — finds a template's YAML space and kernel source (a development folder or the
- * copies embedded at build time), joins the backend preamble, the kernel and the device helpers
- * they include into one source, and binds a device's properties into the space. */
+/* templates.c — the template registry: every template's YAML (in the folders of
+ * $AUTOTUNE_TEMPLATE_PATH or the copies embedded at build time) says which operation it
+ * implements and where it applies; a problem on a device gets the highest-priority one that
+ * applies, or the one named. Loading joins the backend preamble, the kernel and the device
+ * helpers they include into one source, and binds a device's properties into the space. */
+#define _DEFAULT_SOURCE /* DT_DIR */
 #include "tuner/tuner.h"
 
 #include "base/sbuf.h"
 
+#include <dirent.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,18 +22,28 @@ extern const struct at_embedded at_embedded_templates[];
 
 #define MAX_INCLUDE_DEPTH 8
 #define MAX_INCLUDED      32
+#define MAX_TEMPLATES     64
 
-/* Reads one template file by its path under the templates folder ("gemm/gemm.cl"):
- * $AUTOTUNE_TEMPLATE_PATH/<path> when that variable is set, otherwise the embedded copy. */
+/* Reads one template file by its path under a templates folder ("gemm/gemm.cl"): from the
+ * first folder of $AUTOTUNE_TEMPLATE_PATH (':'-separated) that has it when that variable is
+ * set, otherwise the embedded copy. */
 static at_status read_template_file(const char *path, char **data, size_t *len)
 {
-    const char *dir = getenv("AUTOTUNE_TEMPLATE_PATH");
-    if (dir && *dir) {
-        char *full = at_asprintf("%s/%s", dir, path);
-        if (!full) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-        at_status s = at_read_file(full, data, len);
-        free(full);
-        return s;
+    const char *dirs = getenv("AUTOTUNE_TEMPLATE_PATH");
+    if (dirs && *dirs) {
+        for (const char *d = dirs; *d;) {
+            size_t n = strcspn(d, ":");
+            char *full = at_asprintf("%.*s/%s", (int)n, d, path);
+            if (!full) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+            FILE *f = fopen(full, "rb");
+            if (f) fclose(f);
+            at_status s = f ? at_read_file(full, data, len) : AT_ERR_NOT_FOUND;
+            free(full);
+            if (s != AT_ERR_NOT_FOUND) return s;
+            d += n + (d[n] == ':');
+        }
+        return at_fail(AT_ERR_TEMPLATE, "no template file '%s' in AUTOTUNE_TEMPLATE_PATH (%s)",
+                       path, dirs);
     }
     for (const struct at_embedded *e = at_embedded_templates; e->name; e++) {
         if (strcmp(e->name, path) != 0) continue;
@@ -40,6 +55,134 @@ static at_status read_template_file(const char *path, char **data, size_t *len)
         return AT_OK;
     }
     return at_fail(AT_ERR_TEMPLATE, "no template file '%s' in this build", path);
+}
+
+/* ---- the index of templates ----------------------------------------------------------------- */
+
+/* Every template's YAML path and its parsed space (for the keys that say where it applies). */
+typedef struct tpl_index {
+    size_t n;
+    char path[MAX_TEMPLATES][256];
+    at_space *space[MAX_TEMPLATES];
+    at_status status; /* a YAML that does not load makes every lookup fail, naming it */
+    char error[1024];
+} tpl_index;
+
+static void index_free(tpl_index *x)
+{
+    for (size_t i = 0; i < x->n; i++) at_space_free(x->space[i]);
+    free(x);
+}
+
+static void index_add(tpl_index *x, const char *path)
+{
+    if (x->status != AT_OK) return;
+    for (size_t i = 0; i < x->n; i++)
+        if (strcmp(x->path[i], path) == 0) return; /* an earlier folder has it */
+    if (x->n == MAX_TEMPLATES) {
+        x->status = at_fail(AT_ERR_TEMPLATE, "more than %d templates", MAX_TEMPLATES);
+        snprintf(x->error, sizeof x->error, "%s", at_errmsg());
+        return;
+    }
+    char *yaml = NULL;
+    size_t len = 0;
+    at_space *sp = NULL;
+    at_status s = read_template_file(path, &yaml, &len);
+    if (s == AT_OK) s = at_space_load(yaml, len, &sp);
+    free(yaml);
+    if (s != AT_OK) {
+        x->status = s;
+        snprintf(x->error, sizeof x->error, "template %s: %s", path, at_errmsg());
+        return;
+    }
+    snprintf(x->path[x->n], sizeof x->path[0], "%s", path);
+    x->space[x->n++] = sp;
+}
+
+static int is_yaml(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 5 && strcmp(name + n - 5, ".yaml") == 0;
+}
+
+/* Templates are <folder>/<operation>/<name>.yaml; common/ holds preambles and helpers. */
+static tpl_index *index_build(void)
+{
+    tpl_index *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    const char *dirs = getenv("AUTOTUNE_TEMPLATE_PATH");
+    if (!dirs || !*dirs) {
+        for (const struct at_embedded *e = at_embedded_templates; e->name; e++)
+            if (is_yaml(e->name) && strchr(e->name, '/')) index_add(x, e->name);
+        return x;
+    }
+    for (const char *d = dirs; *d;) {
+        size_t n = strcspn(d, ":");
+        char root[1024];
+        snprintf(root, sizeof root, "%.*s", (int)n, d);
+        DIR *top = opendir(root);
+        struct dirent *op;
+        while (top && (op = readdir(top))) {
+            if (op->d_name[0] == '.' || strcmp(op->d_name, "common") == 0) continue;
+            char sub[1536];
+            snprintf(sub, sizeof sub, "%s/%s", root, op->d_name);
+            DIR *dir = opendir(sub);
+            struct dirent *f;
+            /* Sorted by name within a folder, so the choice between equals is stable. */
+            char names[MAX_TEMPLATES][256];
+            size_t nn = 0;
+            while (dir && (f = readdir(dir)) && nn < MAX_TEMPLATES)
+                if (is_yaml(f->d_name))
+                    snprintf(names[nn++], sizeof names[0], "%s/%s", op->d_name, f->d_name);
+            if (dir) closedir(dir);
+            qsort(names, nn, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+            for (size_t i = 0; i < nn; i++) index_add(x, names[i]);
+        }
+        if (top) closedir(top);
+        d += n + (d[n] == ':');
+    }
+    return x;
+}
+
+/* The embedded index is built once per process; a development folder is read every time. */
+static tpl_index *g_embedded;
+static pthread_once_t g_embedded_once = PTHREAD_ONCE_INIT;
+static void embedded_init(void) { g_embedded = index_build(); }
+
+static tpl_index *index_get(int *owned)
+{
+    const char *dirs = getenv("AUTOTUNE_TEMPLATE_PATH");
+    *owned = dirs && *dirs;
+    if (*owned) return index_build();
+    pthread_once(&g_embedded_once, embedded_init);
+    return g_embedded;
+}
+
+static void index_put(tpl_index *x, int owned)
+{
+    if (owned && x) index_free(x);
+}
+
+static at_status index_check(const tpl_index *x)
+{
+    if (!x) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (x->status != AT_OK) return at_fail(x->status, "%s", x->error);
+    return AT_OK;
+}
+
+/* The entry of the template named name; -1 (with the failure) if none or several. */
+static int index_find(const tpl_index *x, const char *name)
+{
+    int found = -1;
+    for (size_t i = 0; i < x->n; i++) {
+        if (strcmp(x->space[i]->name, name) != 0) continue;
+        if (found >= 0)
+            return at_fail(AT_ERR_TEMPLATE, "two templates are named '%s': %s and %s", name,
+                           x->path[found], x->path[i]),
+                   -2;
+        found = (int)i;
+    }
+    return found;
 }
 
 /* The path of rel (an include or a `source:`) seen from the file at `from`: relative to its
@@ -120,17 +263,26 @@ static at_status append_expanded(const char *path, at_sbuf *out, included *inc, 
 at_status at_template_load(const char *name, const char *backend, at_template **out)
 {
     *out = NULL;
+    int owned;
+    tpl_index *x = index_get(&owned);
+    at_status s = index_check(x);
+    int i = s == AT_OK && name ? index_find(x, name) : -1;
+    char path[256] = "";
+    if (s == AT_OK && i == -1)
+        s = at_fail(AT_ERR_TEMPLATE, "no template named '%s' in this build", name ? name : "");
+    else if (i == -2)
+        s = AT_ERR_TEMPLATE;
+    if (s == AT_OK) snprintf(path, sizeof path, "%s", x->path[i]);
+    index_put(x, owned);
+    AT_TRY(s);
+
     char *yaml = NULL;
     size_t ylen = 0;
     at_template *t = calloc(1, sizeof *t);
-    char path[256], file[256];
+    char file[256];
     included inc = {0};
     at_sbuf source = {0}, body = {0};
-    at_status s = t ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    if (s == AT_OK) {
-        snprintf(path, sizeof path, "gemm/%s.yaml", name);
-        s = read_template_file(path, &yaml, &ylen);
-    }
+    s = t ? read_template_file(path, &yaml, &ylen) : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     if (s == AT_OK) s = at_space_load(yaml, ylen, &t->space);
     if (s == AT_OK) {
         snprintf(file, sizeof file, "common/%s.h", backend);
@@ -145,8 +297,11 @@ at_status at_template_load(const char *name, const char *backend, at_template **
             s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     }
     if (s == AT_OK) {
+        /* Results are trusted for the code and what the space means, not for its comments,
+         * defaults or layout (docs/database.md). */
         uint64_t h = at_hash(AT_HASH_SEED, t->source, strlen(t->source));
-        at_hash_hex(at_hash(h, yaml, ylen), t->hash);
+        at_hash_hex(at_space_fingerprint(t->space, h), t->hash);
+        snprintf(t->name, sizeof t->name, "%s", t->space->name);
         *out = t;
     } else {
         at_template_free(t);
@@ -155,6 +310,126 @@ at_status at_template_load(const char *name, const char *backend, at_template **
     at_sb_free(&source);
     at_sb_free(&body);
     return s;
+}
+
+/* Appends word to the ", "-separated list in out unless it is there already. */
+static void add_unique(char *out, size_t len, const char *word)
+{
+    size_t n = strlen(word), used = strlen(out);
+    for (const char *p = out; (p = strstr(p, word)); p += n)
+        if ((p == out || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) return;
+    snprintf(out + used, len - used, "%s%s", used ? ", " : "", word);
+}
+
+/* Appends every name of a `backends:`-style list, or "any" for an empty one. */
+static void add_list(char *out, size_t len, char *const *list, size_t n)
+{
+    if (n == 0) add_unique(out, len, "any");
+    for (size_t i = 0; i < n; i++) add_unique(out, len, list[i]);
+}
+
+/* Whether template entry sp implements op for dtype on backend/arch, and if not, why. */
+static int applies(const at_space *sp, const char *op, const char *dtype, const at_device_info *d,
+                   char *why, size_t whylen)
+{
+    if (!sp->operation || strcmp(sp->operation, op) != 0)
+        return snprintf(why, whylen, "it implements %s, not %s",
+                        sp->operation ? sp->operation : "no operation", op),
+               0;
+    if (!at_space_lists(sp->backends, sp->nbackends, d->backend, 0))
+        return snprintf(why, whylen, "it does not run on the %s backend", d->backend), 0;
+    if (!at_space_lists(sp->dtypes, sp->ndtypes, dtype, 0))
+        return snprintf(why, whylen, "it does not take dtype %s", dtype ? dtype : "(none)"), 0;
+    if (!at_space_lists(sp->archs, sp->narchs, d->arch[0] ? d->arch : NULL, 1))
+        return snprintf(why, whylen, "it does not compile for %s",
+                        d->arch[0] ? d->arch : "this device"),
+               0;
+    return 1;
+}
+
+at_status at_template_select(const at_problem *p, const at_device_info *info, const char *name,
+                             char *out, size_t len)
+{
+    const char *op = p->op->name, *dtype = p->op->dtype ? p->op->dtype(p->data) : NULL;
+    int owned;
+    tpl_index *x = index_get(&owned);
+    at_status s = index_check(x);
+    char why[256];
+    if (s == AT_OK && name) {
+        int i = index_find(x, name);
+        if (i == -1) {
+            char known[512] = "";
+            for (size_t j = 0; j < x->n; j++)
+                if (x->space[j]->operation && strcmp(x->space[j]->operation, op) == 0)
+                    add_unique(known, sizeof known, x->space[j]->name);
+            s = at_fail(AT_ERR_INVALID_ARG, "unknown template '%s' (%s templates: %s)", name, op,
+                        known);
+        } else if (i == -2) {
+            s = AT_ERR_INVALID_ARG;
+        } else if (!applies(x->space[i], op, dtype, info, why, sizeof why)) {
+            s = at_fail(AT_ERR_INVALID_ARG, "template '%s' cannot serve this %s problem: %s", name,
+                        op, why);
+        } else {
+            snprintf(out, len, "%s", name);
+        }
+    } else if (s == AT_OK) {
+        int best = -1;
+        for (size_t i = 0; i < x->n; i++)
+            if (applies(x->space[i], op, dtype, info, why, sizeof why) &&
+                (best < 0 || x->space[i]->priority > x->space[best]->priority))
+                best = (int)i;
+        if (best >= 0) {
+            snprintf(out, len, "%s", x->space[best]->name);
+        } else {
+            /* Say what there is: the dtypes this backend has, the backends this dtype has. */
+            char have[256] = "", where[256] = "";
+            for (size_t i = 0; i < x->n; i++) {
+                const at_space *sp = x->space[i];
+                if (!sp->operation || strcmp(sp->operation, op) != 0) continue;
+                if (at_space_lists(sp->backends, sp->nbackends, info->backend, 0))
+                    add_list(have, sizeof have, sp->dtypes, sp->ndtypes);
+                if (at_space_lists(sp->dtypes, sp->ndtypes, dtype, 0))
+                    add_list(where, sizeof where, sp->backends, sp->nbackends);
+            }
+            if (dtype)
+                s = at_fail(AT_ERR_UNSUPPORTED,
+                            "dtype %s is not supported on the %s backend%s%s (%s dtypes here: "
+                            "%s; %s runs on: %s)",
+                            dtype, info->backend, info->arch[0] ? " for " : "", info->arch, op,
+                            have[0] ? have : "none", dtype, where[0] ? where : "no backend");
+            else
+                s = at_fail(AT_ERR_UNSUPPORTED, "no %s template runs on the %s backend%s%s", op,
+                            info->backend, info->arch[0] ? " for " : "", info->arch);
+        }
+    }
+    index_put(x, owned);
+    return s;
+}
+
+at_status at_template_for(const at_problem *p, const at_device_info *info, const char *name,
+                          at_template **out)
+{
+    *out = NULL;
+    char chosen[64];
+    AT_TRY(at_template_select(p, info, name, chosen, sizeof chosen));
+    at_template *t = NULL;
+    AT_TRY(at_template_load(chosen, info->backend, &t));
+    at_status s = at_template_bind_device(t, info);
+    if (s == AT_OK) s = p->op->bind(p->data, t->space);
+    at_arglist args;
+    int ws = 1; /* any non-NULL workspace: the check covers the optional argument too */
+    if (s == AT_OK &&
+        (s = at_args_build(t->space->args, t->space->nargs, p, NULL, &ws, &args)) != AT_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", at_errmsg());
+        s = at_fail(AT_ERR_TEMPLATE, "template %s: %s", t->name, msg);
+    }
+    if (s != AT_OK) {
+        at_template_free(t);
+        return s;
+    }
+    *out = t;
+    return AT_OK;
 }
 
 void at_template_free(at_template *t)

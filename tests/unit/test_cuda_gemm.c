@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "tuner/tuner.h"
+#include "tuner/ops/gemm.h"
 
 #include <stdlib.h>
 #include <string.h>

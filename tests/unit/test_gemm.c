@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "tuner/tuner.h"
+#include "tuner/ops/gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -94,7 +94,8 @@ static int check_one(fixture *f, const char *config, const shape *s, at_layout l
         for (size_t i = 0; i < nc; i++) c[i] = NAN;
 
     at_kernel *k = NULL;
-    at_status st = at_kernel_build(f->ctx, f->t, &g, config, &k);
+    at_problem gp = at_problem_view(&at_op_gemm, &g);
+    at_status st = at_kernel_build(f->ctx, f->t, &gp, config, &k);
     if (st != AT_OK) fail_msg("build %s: %s", config, at_errmsg());
     at_buffer *da, *db, *dc;
     assert_int_equal(at_buffer_create(f->ctx, na * 4, &da), AT_OK);
@@ -219,22 +220,22 @@ static void test_validate_names_the_field(void **state)
 {
     (void)state;
     at_gemm_problem g = {.m = 4, .n = 4, .k = 4, .alpha = 1};
-    assert_int_equal(at_gemm_validate(&g, NULL), AT_OK);
+    assert_int_equal(at_gemm_validate(&g), AT_OK);
     g.n = 0;
-    assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_gemm_validate(&g), AT_ERR_INVALID_ARG);
     assert_non_null(strstr(at_errmsg(), "n = 0"));
     g.n = 4;
     g.k = 2147483648LL;
-    assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_gemm_validate(&g), AT_ERR_INVALID_ARG);
     assert_non_null(strstr(at_errmsg(), "k = 2147483648"));
     g.k = 4;
     g.layout = AT_LAYOUT_TN;
     g.lda = 3; /* A is k x m: lda >= m */
-    assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_gemm_validate(&g), AT_ERR_INVALID_ARG);
     assert_non_null(strstr(at_errmsg(), "lda = 3"));
     g.lda = 0;
     g.beta = NAN;
-    assert_int_equal(at_gemm_validate(&g, NULL), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_gemm_validate(&g), AT_ERR_INVALID_ARG);
 }
 
 static void test_16bit_conversions(void **state)
@@ -269,12 +270,7 @@ static void test_16bit_conversions(void **state)
     at_dtype_to_f32(AT_DTYPE_BF16, h, &back, 1);
     assert_true(isnan(back));
     assert_true(at_gemm_tolerance(1024, AT_DTYPE_BF16) > at_gemm_tolerance(1024, AT_DTYPE_F32));
-    assert_string_equal(at_gemm_template_name(AT_DTYPE_BF16, "cuda", "sm_80"), "gemm_mma");
-    assert_string_equal(at_gemm_template_name(AT_DTYPE_BF16, "cuda", NULL), "gemm_mma");
-    assert_string_equal(at_gemm_template_name(AT_DTYPE_F16, "cuda", "sm_90"), "gemm_mma");
-    assert_string_equal(at_gemm_template_name(AT_DTYPE_F16, "cuda", "sm_90a"), "gemm_wgmma");
-    assert_string_equal(at_gemm_template_name(AT_DTYPE_F32, "cuda", "sm_90a"), "gemm");
-    assert_null(at_gemm_template_name(AT_DTYPE_F16, "opencl", ""));
+    /* Which template a dtype gets on each backend: tests/unit/test_registry.c. */
 }
 
 int main(void)

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "tuner/tuner.h"
+#include "tuner/ops/gemm.h"
 
 #include <math.h>
 #include <stdio.h>

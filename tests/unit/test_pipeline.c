@@ -138,6 +138,20 @@ static at_status f_finish(at_bdev *d)
     return AT_OK;
 }
 
+/* The template the pipeline runs (loaded by each test): the fake reads the kernel's arguments by
+ * the names its `arguments:` list gives them, through the library's own argument index. */
+static at_template *g_tpl;
+
+static const void *arg(const at_karg *a, at_arg_kind kind, const char *name)
+{
+    int i = at_args_index(g_tpl->space->args, g_tpl->space->nargs, kind, name);
+    assert_true(i >= 0);
+    return a[i].ptr;
+}
+#define I32(name) (*(const int *)arg(a, AT_ARG_SCALAR, name))
+#define F32(name) (*(const float *)arg(a, AT_ARG_SCALAR, name))
+#define BUF(role) (*(float *const *)arg(a, AT_ARG_BUFFER, role))
+
 static int64_t define_of(const at_bprog *p, const char *name)
 {
     char pat[64];
@@ -156,14 +170,14 @@ static at_status splitk_emulate(const at_bprog *p, const at_karg *a, size_t n, c
 {
     const int64_t S = define_of(p, "SPLITK"), BM = define_of(p, "BM"), BN = define_of(p, "BN"),
                   BK = define_of(p, "BK");
-    int M = *(const int *)a[0].ptr, N = *(const int *)a[1].ptr, K = *(const int *)a[2].ptr;
-    float alpha = *(const float *)a[3].ptr, beta = *(const float *)a[4].ptr;
-    const float *A = *(float *const *)a[5].ptr, *B = *(float *const *)a[7].ptr;
-    float *C = *(float *const *)a[9].ptr;
-    int lda = *(const int *)a[6].ptr, ldb = *(const int *)a[8].ptr, ldc = *(const int *)a[10].ptr;
+    int M = I32("m"), N = I32("n"), K = I32("k");
+    float alpha = F32("alpha"), beta = F32("beta");
+    const float *A = BUF("A"), *B = BUF("B");
+    float *C = BUF("C");
+    int lda = I32("lda"), ldb = I32("ldb"), ldc = I32("ldc");
     if (n != 12 || g[2] != (size_t)S || l[2] != 1)
         return at_fail(AT_ERR_LAUNCH, "split-K launch: %zu arguments, global[2] %zu", n, g[2]);
-    float *ws = *(float *const *)a[11].ptr;
+    float *ws = *(float *const *)arg(a, AT_ARG_WORKSPACE, NULL);
     const int64_t tm = (M + BM - 1) / BM, tn = (N + BN - 1) / BN, tiles = tm * tn;
     unsigned *count = (unsigned *)(ws + tiles * BM * BN);
     const int64_t KT = (K + BK - 1) / BK, tps = (KT + S - 1) / S, blocks = tiles * S;
@@ -218,11 +232,11 @@ static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, c
         g_crashes++;
         return at_fail(AT_ERR_LAUNCH, "illegal address");
     }
-    int M = *(const int *)a[0].ptr, N = *(const int *)a[1].ptr, K = *(const int *)a[2].ptr;
-    float alpha = *(const float *)a[3].ptr, beta = *(const float *)a[4].ptr;
-    const float *A = *(float *const *)a[5].ptr, *B = *(float *const *)a[7].ptr;
-    float *C = *(float *const *)a[9].ptr;
-    int lda = *(const int *)a[6].ptr, ldb = *(const int *)a[8].ptr, ldc = *(const int *)a[10].ptr;
+    int M = I32("m"), N = I32("n"), K = I32("k");
+    float alpha = F32("alpha"), beta = F32("beta");
+    const float *A = BUF("A"), *B = BUF("B");
+    float *C = BUF("C");
+    int lda = I32("lda"), ldb = I32("ldb"), ldc = I32("ldc");
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double s = 0;
@@ -295,13 +309,14 @@ static void test_statuses_flush_and_recycle(void **state)
         "-e 's/^  BK: .*/  BK: [8]/' -e 's/^  TM: .*/  TM: [2]/' -e 's/^  TN: .*/  TN: [2]/' "
         "-e 's/^  VW: .*/  VW: [1]/' -e 's/^  STRN: .*/  STRN: [0]/' -e 's/^  SB: .*/  SB: [0]/' "
         "-e 's/^  PAD: .*/  PAD: [0]/' -e 's/^  UNROLL: .*/  UNROLL: [1]/' -e '/^defaults:/,$d' "
-        "-e '/device.is_cpu ||/d' "
+        "-e '/device.is_cpu ||/d' -e 's/^backends: .*/backends: [fake]/' "
         "%s/templates/gemm/gemm.yaml > %s/tpl/gemm/gemm.yaml && "
         "echo 'defaults: []' >> %s/tpl/gemm/gemm.yaml",
         g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir);
     assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s/tpl", g_dir);
     setenv("AUTOTUNE_TEMPLATE_PATH", cmd, 1);
+    assert_int_equal(at_template_load("gemm", "fake", &g_tpl), AT_OK);
 
     at_context ctx = {.ops = &fake, .compile_threads = 2};
     f_info(0, &ctx.info);
@@ -350,6 +365,7 @@ static void test_statuses_flush_and_recycle(void **state)
 
     fake.close(ctx.dev);
     at_db_close(ctx.db);
+    at_template_free(g_tpl);
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -374,7 +390,8 @@ static void test_splitk_workspace_shared(void **state)
         {"common/fake.h", ""},
         {"gemm/gemm.cl", "KERNEL void gemm(void) {}\n"},
         {"gemm/gemm.yaml",
-         "name: gemm\nkernel: gemm\nsource: gemm.cl\nproblem: [m, n, k, ta, tb, big]\n"
+         "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+         "problem: [m, n, k, ta, tb, big]\n"
          "device: [max_shared_optin]\n"
          "parameters:\n  BM: [16, 32, 128]\n  BN: [8]\n  BK: [4]\n  SPLITK: [1, 2, 4, 8]\n"
          "derived:\n  TILES: ceil_div(m, BM) * ceil_div(n, BN)\n  SMEM: 1024 * BM\n"
@@ -382,7 +399,8 @@ static void test_splitk_workspace_shared(void **state)
          "launch:\n  global: [ceil_div(n, BN) * 32, ceil_div(m, BM), SPLITK]\n"
          "  local: [32, 1, 1]\n  shared: SMEM\n"
          "workspace: \"SPLITK > 1 ? TILES * (BM * BN + 1) * 4 : 0\"\n"
-         "flops: 2 * m * n * k\n"}};
+         "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
+         "            buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char f[160];
         snprintf(f, sizeof f, "%s/%s", path, files[i][0]);
@@ -392,6 +410,7 @@ static void test_splitk_workspace_shared(void **state)
         fclose(fp);
     }
     setenv("AUTOTUNE_TEMPLATE_PATH", path, 1);
+    assert_int_equal(at_template_load("gemm", "fake", &g_tpl), AT_OK);
 
     at_context ctx = {.ops = &fake, .compile_threads = 2};
     f_info(0, &ctx.info);
@@ -443,6 +462,7 @@ static void test_splitk_workspace_shared(void **state)
 
     fake.close(ctx.dev);
     at_db_close(ctx.db);
+    at_template_free(g_tpl);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     assert_int_equal(system(cmd), 0);

@@ -28,7 +28,7 @@ enum {
     S_CONSTRAINTS,
     S_DEFINES,
     S_LAUNCH,
-    S_FLOPS,
+    S_ARGS,
     S_DEFAULTS,
     S_COUNT
 };
@@ -56,7 +56,11 @@ static const char *const sections[S_COUNT] = {
     [S_LAUNCH] = "launch:\n"
                  "  global: [ceil_div(m, BM) * THREADS, n]\n"
                  "  local: [THREADS]\n",
-    [S_FLOPS] = "flops: 2 * m * n\n",
+    [S_ARGS] = "arguments:\n"
+               "  - i32: m\n"
+               "  - f64: alpha\n"
+               "  - buffer: X\n"
+               "  - workspace\n",
     [S_DEFAULTS] = "defaults:\n"
                    "  - {BM: 32, TM: 2, VW: 4}\n"
                    "  - BM: 8\n"
@@ -151,7 +155,15 @@ static void test_load_structure(void **state)
     assert_null(s->global[2]);
     assert_non_null(s->local[0]);
     assert_null(s->local[1]);
-    assert_non_null(s->flops);
+    assert_int_equal(s->nargs, 4);
+    assert_int_equal(s->args[0].kind, AT_ARG_SCALAR);
+    assert_int_equal(s->args[0].type, AT_ARG_I32);
+    assert_string_equal(s->args[0].name, "m");
+    assert_int_equal(s->args[1].type, AT_ARG_F64);
+    assert_int_equal(s->args[2].kind, AT_ARG_BUFFER);
+    assert_string_equal(s->args[2].name, "X");
+    assert_int_equal(s->args[3].kind, AT_ARG_WORKSPACE);
+    assert_null(s->args[3].name);
     /* YAML splits the flow sequence at the comma inside ceil_div(...); it is joined again */
     assert_string_equal(at_expr_text(s->global[0]), "ceil_div(m, BM) * THREADS");
     assert_string_equal(at_expr_text(s->global[1]), "n");
@@ -303,7 +315,7 @@ static void test_derived_and_values(void **state)
     at_space_free(s);
 }
 
-static void test_launch_and_flops(void **state)
+static void test_launch_and_arguments(void **state)
 {
     (void)state;
     at_space *s = load_toy(100, 50, 16, 512);
@@ -316,14 +328,12 @@ static void test_launch_and_flops(void **state)
     assert_int_equal(l[0], 16);
     assert_int_equal(l[1], 1);
     assert_int_equal(l[2], 1);
-    assert_true(at_space_flops(s, cfg) == 10000.0);
     at_space_set(s, "n", 0); /* a zero global size is an error */
     assert_int_equal(at_space_launch(s, cfg, g, l), AT_ERR_TEMPLATE);
     assert_non_null(strstr(at_errmsg(), "global[1]"));
-    assert_true(at_space_flops(s, cfg) == 0.0);
     at_space_free(s);
 
-    /* 3 dimensions, a scalar flops, no local */
+    /* 3 dimensions, no local */
     char *y = build(S_LAUNCH, "launch:\n  global: [m, n, 3]\n", NULL);
     s = load_ok(y);
     free(y);
@@ -369,12 +379,11 @@ static void test_launch_and_flops(void **state)
     expect_load_error(y, "launch global[0]", "')'");
     free(y);
 
-    /* no flops: 0 */
-    y = build(S_FLOPS, "", NULL);
+    /* no arguments: none (a standalone space; templates need them) */
+    y = build(S_ARGS, "", NULL);
     s = load_ok(y);
     free(y);
-    assert_null(s->flops);
-    assert_true(at_space_flops(s, cfg) == 0.0);
+    assert_int_equal(s->nargs, 0);
     /* a local size that divides by zero */
     at_space_free(s);
     y = build(S_LAUNCH, "launch:\n  global: m\n  local: 64 / n\n", NULL);
@@ -631,7 +640,7 @@ static void test_load_errors_top_level(void **state)
     snprintf(want, sizeof want, "line %d", count_lines_before(y, "colour"));
     expect_load_error(y, "unknown key 'colour'", want);
     free(y);
-    y = build(S_FLOPS, "flops: 1\nlaunh: {}\n", NULL);
+    y = build(S_ARGS, "arguments: [workspace]\nlaunh: {}\n", NULL);
     snprintf(want, sizeof want, "line %d", count_lines_before(y, "launh"));
     expect_load_error(y, "unknown key 'launh'", want);
     free(y);
@@ -742,7 +751,16 @@ static void test_load_errors_expressions(void **state)
     expect_section_error(S_DERIVED, "derived:\n  A:\n", "derived 'A'", "expected an expression");
     expect_section_error(S_DEFINES, "defines:\n  BM: 1\n", "'defines'", "duplicate name 'BM'");
     expect_section_error(S_DEFINES, "defines:\n  E: 1 +* 2\n", "defines 'E'", "column");
-    expect_section_error(S_FLOPS, "flops: 2 * q\n", "'flops'", "unknown name 'q'");
+    expect_section_error(S_ARGS, "arguments:\n  - i16: m\n", "'arguments'[0]",
+                         "unknown kind 'i16'");
+    expect_section_error(S_ARGS, "arguments:\n  - buffer: 2x\n", "'arguments'[0]",
+                         "'2x' is not a valid name");
+    expect_section_error(S_ARGS, "arguments:\n  - blob: tmap\n", "'arguments'[0]", "reserved");
+    expect_section_error(S_ARGS, "arguments: [workspace, workspace]\n", "'arguments'[1]",
+                         "a second workspace");
+    expect_section_error(S_ARGS, "arguments:\n  - {i32: m, f32: a}\n", "'arguments'[0]",
+                         "expected 'workspace' or one 'KIND: NAME'");
+    expect_section_error(S_ARGS, "arguments: []\n", "'arguments'", "a list of arguments");
     expect_section_error(S_LAUNCH, "launch:\n  global: [m, n]\n  locl: [1]\n", "'launch'",
                          "unknown key 'locl'");
     expect_section_error(S_LAUNCH, "launch:\n  local: [1]\n", "'launch'", "missing key 'global'");
@@ -947,7 +965,7 @@ static void test_gemm_yaml(void **state)
         size_t g[3], l[3];
         assert_int_equal(at_space_launch(s, &cfgs[i * s->nparams], g, l), AT_OK);
     }
-    assert_true(at_space_flops(s, s->defaults) > 0.0);
+    assert_true(s->nargs > 0);
     free(cfgs);
     at_space_free(s);
 }
@@ -960,7 +978,7 @@ int main(void)
         cmocka_unit_test(test_enumerate_matches_brute_force),
         cmocka_unit_test(test_valid_why),
         cmocka_unit_test(test_derived_and_values),
-        cmocka_unit_test(test_launch_and_flops),
+        cmocka_unit_test(test_launch_and_arguments),
         cmocka_unit_test(test_shared_and_workspace),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_defines),

@@ -1,10 +1,16 @@
 /* main.c — the `autotune` command: a thin layer over the public API (include/autotune.h).
+ * Every operation the library knows is a command (`autotune gemm ...`), its problem fields
+ * (those that identify a problem) its options. JSON goes out through cJSON.
  * Exit codes: 0 success, 2 bad usage or input, 1 a runtime failure. */
 #define _POSIX_C_SOURCE 200809L
 #include "autotune.h"
 
+#include <cJSON.h>
+
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,10 +45,11 @@ static int fail(at_status s, const char *detail)
 
 /* ---- options ------------------------------------------------------------------------------ */
 
+#define MAX_FIELDS 24
+
 typedef struct opts {
-    int64_t m, n, k;
-    int have_m, have_n, have_k;
-    const char *dtype, *layout, *backend, *strategy, *db, *table, *prefix, *arch, *select, *replay;
+    const char *field[MAX_FIELDS]; /* the operation's problem fields given, by field index */
+    const char *backend, *strategy, *db, *table, *prefix, *arch, *select, *replay, *tmpl;
     int64_t limit, no_improve;
     int compile;
     int device;
@@ -54,7 +61,15 @@ typedef struct opts {
     int kernel_tuner;
 } opts;
 
-typedef enum { OPT_INT, OPT_STR, OPT_FLAG, OPT_BUDGET, OPT_SEED, OPT_DEVICE } opt_kind;
+typedef enum {
+    OPT_INT,
+    OPT_STR,
+    OPT_FLAG,
+    OPT_BUDGET,
+    OPT_SEED,
+    OPT_DEVICE,
+    OPT_FIELD /* a problem field of the operation: offset is its index */
+} opt_kind;
 
 typedef struct opt_spec {
     const char *name;
@@ -63,15 +78,12 @@ typedef struct opt_spec {
     int64_t lo, hi;
 } opt_spec;
 
-#define O(f)    offsetof(opts, f)
-#define DIM_MAX INT64_C(2147483647) /* kernels take 32-bit sizes */
-/* The options that name a problem and a device, shared by `gemm` and `space`. */
-#define PROBLEM_OPTS                                                                               \
-    {"m", OPT_INT, O(m), 1, DIM_MAX}, {"n", OPT_INT, O(n), 1, DIM_MAX},                            \
-        {"k", OPT_INT, O(k), 1, DIM_MAX}, {"dtype", OPT_STR, O(dtype), 0, 0},                      \
-        {"layout", OPT_STR, O(layout), 0, 0}, {"backend", OPT_STR, O(backend), 0, 0},              \
+#define O(f) offsetof(opts, f)
+/* The options that name a device and a template, shared by the operations and `space`. */
+#define DEVICE_OPTS                                                                                \
+    {"backend", OPT_STR, O(backend), 0, 0}, {"device", OPT_DEVICE, O(device), 0, 1023},            \
     {                                                                                              \
-        "device", OPT_DEVICE, O(device), 0, 1023                                                   \
+        "template", OPT_STR, O(tmpl), 0, 0                                                         \
     }
 
 /* The search options, shared by `gemm` and `replay`. */
@@ -81,6 +93,53 @@ typedef struct opt_spec {
     {                                                                                              \
         "no-improve", OPT_INT, O(no_improve), 1, INT64_MAX                                         \
     }
+
+/* The descriptions of an operation's fields (n of them, at most MAX_FIELDS). */
+typedef struct op_fields {
+    const char *op;
+    at_field_desc d[MAX_FIELDS];
+    size_t n;
+} op_fields;
+
+static void load_fields(const char *op, op_fields *f)
+{
+    f->op = op;
+    f->n = 0;
+    while (f->n < MAX_FIELDS && at_operation_field(op, f->n, &f->d[f->n]) == AT_OK) f->n++;
+}
+
+static int pick(const char *what, const char *val, const char *const *names, int *out);
+
+/* Checks a field's text as the CLI's messages name it (--m '0' is not an integer ...). */
+static int check_field(const at_field_desc *d, const char *val)
+{
+    char *end = NULL;
+    int v;
+    errno = 0;
+    if (d->kind == AT_FIELD_CHOICE) return pick(d->name, val, d->choices, &v);
+    if (d->kind == AT_FIELD_INT) {
+        long long x = strtoll(val, &end, 10);
+        if (errno == ERANGE || end == val || *end || x < d->lo || x > d->hi)
+            return usage_error("--%s '%s' is not an integer from %lld to %lld", d->name, val,
+                               (long long)d->lo, (long long)d->hi);
+    } else {
+        strtod(val, &end);
+        if (end == val || *end) return usage_error("--%s '%s' is not a number", d->name, val);
+    }
+    return 0;
+}
+
+/* The option specs of a command: its fixed ones, then the operation's problem fields. */
+static const opt_spec *with_fields(const opt_spec *fixed, const op_fields *f, opt_spec *out,
+                                   size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; f && i < f->n && n + 1 < cap; i++)
+        if (f->d[i].shape) out[n++] = (opt_spec){f->d[i].name, OPT_FIELD, i, 0, 0};
+    for (const opt_spec *s = fixed; s->name && n + 1 < cap; s++) out[n++] = *s;
+    out[n] = (opt_spec){NULL, 0, 0, 0, 0};
+    return out;
+}
 
 static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, char **positional,
                       int maxpos, int *npos)
@@ -116,6 +175,9 @@ static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, cha
             return usage_error("option '--%s' needs a value", name);
         char *end = NULL;
         switch (sp->kind) {
+        case OPT_FIELD:
+            o->field[sp->offset] = val;
+            break;
         case OPT_INT:
         case OPT_DEVICE: {
             errno = 0;
@@ -127,9 +189,6 @@ static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, cha
                 *(int *)field = (int)v;
             else
                 *(int64_t *)field = v;
-            if (field == (char *)&o->m) o->have_m = 1;
-            if (field == (char *)&o->n) o->have_n = 1;
-            if (field == (char *)&o->k) o->have_k = 1;
             break;
         }
         case OPT_SEED: {
@@ -182,8 +241,6 @@ static int pick(const char *what, const char *val, const char *const *names, int
     return usage_error("unknown %s '%s' (one of: %s)", what, val, list);
 }
 
-static const char *const g_dtypes[] = {"f32", "f16", "bf16", NULL};
-static const char *const g_layouts[] = {"nn", "nt", "tn", "tt", NULL};
 static const char *const g_backends[] = {"auto", "cuda", "hip", "opencl", NULL};
 
 /* Checks the strategy's name and fills the search options of `gemm` and `replay`. */
@@ -199,23 +256,25 @@ static int search_from_opts(const opts *o, at_tune_options *to)
     return 0;
 }
 
-/* Fills the problem and context options shared by `gemm` and `space gemm`. */
-static int problem_from_opts(const opts *o, at_gemm_problem *p, at_context_options *co)
+/* Makes the problem of the fields given (a missing one takes its example value when
+ * use_examples, for counting a space) and the context options. */
+static int problem_from_opts(const opts *o, const op_fields *f, int use_examples, at_problem **p,
+                             at_context_options *co)
 {
     int v;
-    memset(p, 0, sizeof *p);
-    p->m = o->m;
-    p->n = o->n;
-    p->k = o->have_k ? o->k : o->m; /* --k defaults to --m */
-    p->alpha = 1.0f;
-    p->beta = 0.0f;
-    if (o->dtype) {
-        if (pick("dtype", o->dtype, g_dtypes, &v)) return EXIT_USAGE;
-        p->dtype = (at_dtype)v;
-    }
-    if (o->layout) {
-        if (pick("layout", o->layout, g_layouts, &v)) return EXIT_USAGE;
-        p->layout = (at_layout)v;
+    if (at_problem_create(f->op, p) != AT_OK)
+        return fail(AT_ERR_INVALID_ARG, at_problem_last_error());
+    for (size_t i = 0; i < f->n; i++) {
+        const char *val = o->field[i];
+        if (!val && !f->d[i].def && use_examples) val = f->d[i].example;
+        if (!val && !f->d[i].def)
+            return usage_error("%s needs --%s (%lld to %lld)", f->op, f->d[i].name,
+                               (long long)f->d[i].lo, (long long)f->d[i].hi);
+        if (!val) continue;
+        int rc = check_field(&f->d[i], val);
+        if (rc) return rc;
+        if (at_problem_set(*p, f->d[i].name, val) != AT_OK)
+            return usage_error("%s", at_problem_last_error());
     }
     memset(co, 0, sizeof *co);
     if (o->backend) {
@@ -225,6 +284,52 @@ static int problem_from_opts(const opts *o, at_gemm_problem *p, at_context_optio
     co->device = o->device;
     co->db_path = o->db;
     return 0;
+}
+
+/* The problem as JSON: {"op": ..., then each field that identifies it}. */
+static cJSON *problem_json(const at_problem *p, const op_fields *f)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "op", f->op);
+    for (size_t i = 0; i < f->n; i++) {
+        if (!f->d[i].shape) continue;
+        char buf[64];
+        at_problem_get(p, f->d[i].name, buf, sizeof buf);
+        if (f->d[i].kind == AT_FIELD_CHOICE)
+            cJSON_AddStringToObject(j, f->d[i].name, buf);
+        else
+            cJSON_AddNumberToObject(j, f->d[i].name, strtod(buf, NULL));
+    }
+    return j;
+}
+
+/* Adds a number printed with a fixed format (cJSON would print the shortest exact form, and
+ * these fields have kept their precision since the first release). */
+static void add_number(cJSON *j, const char *name, const char *fmt, double v)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, fmt, v);
+    if (isfinite(v))
+        cJSON_AddRawToObject(j, name, buf);
+    else
+        cJSON_AddNullToObject(j, name);
+}
+
+/* Prints a JSON object on stdout, one line, and frees it. */
+static void print_json(cJSON *j)
+{
+    char *text = cJSON_PrintUnformatted(j);
+    if (text) puts(text);
+    free(text);
+    cJSON_Delete(j);
+}
+
+/* "gemm f32 nn 37x29x53": the problem's database key, readable. */
+static void problem_title(const at_problem *p, char *buf, size_t len)
+{
+    if (at_problem_key(p, buf, len) != AT_OK) snprintf(buf, len, "%s", at_problem_operation(p));
+    for (char *c = buf; *c; c++)
+        if (*c == '/') *c = ' ';
 }
 
 static int open_context(const at_context_options *co, at_context **ctx)
@@ -237,53 +342,65 @@ static int open_context(const at_context_options *co, at_context **ctx)
     return rc;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* ---- autotune gemm ------------------------------------------------------------------------ */
 
-static const char GEMM_HELP[] =
-    "usage: autotune gemm --m M --n N [--k K] [options]\n"
-    "\n"
-    "Tunes C = A*B (row-major; f32 on every backend, f16/bf16 on CUDA and HIP) for one\n"
-    "problem on one device, records every measurement and the best configuration in the\n"
-    "database, and prints the best kernel.\n"
-    "A second run on the same problem and device answers from the database at once.\n"
-    "\n"
-    "  --m M, --n N, --k K   problem size, 1 to 2147483647; --k defaults to --m\n"
-    "  --dtype f32|f16|bf16  element type (default f32)\n"
-    "  --layout nn|nt|tn|tt  n: operand as stored, t: transposed (default nn)\n"
-    "  --backend auto|cuda|hip|opencl   (default auto: GPU first, OpenCL last;\n"
-    "                        AUTOTUNE_BACKEND sets the default)\n"
-    "  --device I            device index within the backend (default 0)\n"
-    "  --strategy NAME       model | random | exhaustive | annealing | genetic (default model:\n"
-    "                        a cost model refined online by a random forest; docs/search.md)\n"
-    "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
-    "                        the whole space)\n"
-    "  --seed S              seed of the search strategy (default 1)\n"
-    "  --no-improve N        stop after N evaluations without a better time\n"
-    "  --replay DB           answer every candidate from DB's recorded results for this\n"
-    "                        problem, device and template instead of running it (a candidate\n"
-    "                        without a record counts as failed); nothing is stored\n"
-    "  --db PATH             database directory (default $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune,\n"
-    "                        ~/.cache/autotune)\n"
-    "  --force               measure again even if the database has results\n"
-    "  --json                print one JSON object on stdout (also after an interrupt, with\n"
-    "                        \"complete\":false and exit status 1)\n"
-    "\n"
-    "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n";
+/* `autotune OP --help`: the operation's fields, then the options every operation has. */
+static void print_op_help(const op_fields *f)
+{
+    printf("usage: autotune %s", f->op);
+    for (size_t i = 0; i < f->n; i++)
+        if (f->d[i].shape && !f->d[i].def)
+            printf(" --%s %c", f->d[i].name, toupper(f->d[i].name[0]));
+    printf(" [options]\n\n%s\nRecords every measurement and the best configuration in the "
+           "database, and prints\n"
+           "the best kernel. A second run on the same problem and device answers from the\n"
+           "database at once.\n\n",
+           at_operation_help(f->op));
+    for (size_t i = 0; i < f->n; i++) {
+        const at_field_desc *d = &f->d[i];
+        if (!d->shape) continue;
+        char arg[128] = "";
+        if (d->kind == AT_FIELD_CHOICE)
+            for (size_t c = 0; d->choices[c]; c++)
+                snprintf(arg + strlen(arg), sizeof arg - strlen(arg), "%s%s", c ? "|" : "",
+                         d->choices[c]);
+        else
+            snprintf(arg, sizeof arg, "%c", toupper(d->name[0]));
+        char left[160];
+        snprintf(left, sizeof left, "--%s %s", d->name, arg);
+        printf("  %-21s %s", left, d->help);
+        if (d->kind == AT_FIELD_INT) printf(", %lld to %lld", (long long)d->lo, (long long)d->hi);
+        if (d->def && d->def[0] != '=') printf(" (default %s)", d->def);
+        printf("\n");
+    }
+    fputs(
+        "  --backend auto|cuda|hip|opencl   (default auto: GPU first, OpenCL last;\n"
+        "                        AUTOTUNE_BACKEND sets the default)\n"
+        "  --device I            device index within the backend (default 0)\n"
+        "  --template NAME       tune this template instead of the one picked for the element\n"
+        "                        type and device (e.g. gemm_mma where gemm_wgmma is the default)\n"
+        "  --strategy NAME       model | random | exhaustive | annealing | genetic (default "
+        "model:\n"
+        "                        a cost model refined online by a random forest; docs/search.md)\n"
+        "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
+        "                        the whole space)\n"
+        "  --seed S              seed of the search strategy (default 1)\n"
+        "  --no-improve N        stop after N evaluations without a better time\n"
+        "  --replay DB           answer every candidate from DB's recorded results for this\n"
+        "                        problem, device and template instead of running it (a candidate\n"
+        "                        without a record counts as failed; a seconds budget counts the\n"
+        "                        recorded seconds); nothing is stored\n"
+        "  --db PATH             database directory (default $AUTOTUNE_DB, "
+        "$XDG_CACHE_HOME/autotune,\n"
+        "                        ~/.cache/autotune)\n"
+        "  --force               measure again even if the database has results\n"
+        "  --json                print one JSON object on stdout (also after an interrupt, with\n"
+        "                        \"complete\":false and exit status 1); a cache hit reports the\n"
+        "                        space size recorded when it was tuned, none for older records\n"
+        "\n"
+        "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n",
+        stdout);
+}
 
 static volatile int g_cancel;
 static void on_sigint(int sig)
@@ -309,36 +426,43 @@ static void on_progress(void *user, int64_t done, int64_t budget, double best_us
     fflush(stderr);
 }
 
-static int cmd_gemm(int argc, char **argv)
+static int cmd_op(const char *op, int argc, char **argv)
 {
-    static const opt_spec specs[] = {PROBLEM_OPTS,
+    static const opt_spec fixed[] = {DEVICE_OPTS,
                                      SEARCH_OPTS,
                                      {"replay", OPT_STR, O(replay), 0, 0},
                                      {"db", OPT_STR, O(db), 0, 0},
                                      {"force", OPT_FLAG, O(force), 0, 0},
                                      {"json", OPT_FLAG, O(json), 0, 0},
                                      {NULL, 0, 0, 0, 0}};
+    op_fields f;
+    load_fields(op, &f);
+    opt_spec specs[64];
     opts o = {0};
     char *pos[1];
-    int npos, rc = parse_opts(argc, argv, specs, &o, pos, 0, &npos);
+    int npos, rc = parse_opts(argc, argv, with_fields(fixed, &f, specs, 64), &o, pos, 0, &npos);
     if (rc) return rc;
     if (o.help) {
-        fputs(GEMM_HELP, stdout);
+        print_op_help(&f);
         return 0;
     }
-    if (!o.have_m) return usage_error("gemm needs --m (1 to %lld)", (long long)DIM_MAX);
-    if (!o.have_n) return usage_error("gemm needs --n (1 to %lld)", (long long)DIM_MAX);
     at_tune_options to = {0};
-    if ((rc = search_from_opts(&o, &to))) return rc;
-    at_gemm_problem p;
+    at_problem *p = NULL;
     at_context_options co;
-    if ((rc = problem_from_opts(&o, &p, &co))) return rc;
+    if ((rc = problem_from_opts(&o, &f, 0, &p, &co)) || (rc = search_from_opts(&o, &to))) {
+        at_problem_destroy(p);
+        return rc;
+    }
     at_context *ctx = NULL;
-    if ((rc = open_context(&co, &ctx))) return rc;
+    if ((rc = open_context(&co, &ctx))) {
+        at_problem_destroy(p);
+        return rc;
+    }
 
     progress_state ps = {isatty(2)};
     to.replay_db = o.replay;
     to.force = o.force;
+    to.template_name = o.tmpl;
     to.progress = on_progress;
     to.progress_user = &ps;
     to.cancel = &g_cancel;
@@ -348,7 +472,7 @@ static int cmd_gemm(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
 
     at_tune_report rep;
-    at_status s = at_gemm_tune(ctx, &p, &to, &rep, NULL);
+    at_status s = at_tune(ctx, p, &to, &rep, NULL);
     if (ps.tty) fprintf(stderr, "\r\033[K");
     /* An interrupted run still reports what it measured (its best is not stored as tuned). */
     int partial = (s == AT_ERR_INTERRUPTED || s == AT_ERR_DEVICE_LOST) && rep.best_config[0];
@@ -356,33 +480,38 @@ static int cmd_gemm(int argc, char **argv)
         rc = fail(s, at_context_last_error(ctx));
         if (!partial || !o.json) {
             at_context_destroy(ctx);
+            at_problem_destroy(p);
             return rc;
         }
     }
-    const char *dt = g_dtypes[p.dtype], *lay = g_layouts[p.layout];
     if (o.json) {
-        printf("{\"backend\":");
-        json_str(stdout, at_context_backend(ctx));
-        printf(",\"device\":");
-        json_str(stdout, at_context_device_name(ctx));
-        printf(",\"device_key\":");
-        json_str(stdout, at_context_device_key(ctx));
-        printf(",\"problem\":{\"op\":\"gemm\",\"m\":%" PRId64 ",\"n\":%" PRId64 ",\"k\":%" PRId64
-               ",\"dtype\":\"%s\",\"layout\":\"%s\"}",
-               p.m, p.n, p.k, dt, lay);
-        printf(",\"best\":{\"config\":");
-        json_str(stdout, rep.best_config);
-        printf(",\"time_us\":%.3f,\"gflops\":%.3f,\"max_rel_error\":%.3g}", rep.best_time_us,
-               rep.best_gflops, rep.best_max_rel_error);
-        printf(",\"candidates\":{\"evaluated\":%" PRId64 ",\"measured\":%" PRId64
-               ",\"failed\":%" PRId64 ",\"space\":%" PRId64 ",\"space_total\":%" PRId64 "}",
-               rep.evaluated, rep.measured, rep.failed, rep.space, rep.space_total);
-        printf(",\"cache\":\"%s\",\"seconds\":%.3f", rep.cache_hit ? "hit" : "miss", rep.seconds);
-        printf(",\"complete\":%s}\n", s == AT_OK ? "true" : "false");
+        cJSON *j = cJSON_CreateObject(), *best, *cand;
+        cJSON_AddStringToObject(j, "backend", at_context_backend(ctx));
+        cJSON_AddStringToObject(j, "device", at_context_device_name(ctx));
+        cJSON_AddStringToObject(j, "device_key", at_context_device_key(ctx));
+        cJSON_AddItemToObject(j, "problem", problem_json(p, &f));
+        cJSON_AddStringToObject(j, "template", rep.template_name);
+        cJSON_AddItemToObject(j, "best", best = cJSON_CreateObject());
+        cJSON_AddStringToObject(best, "config", rep.best_config);
+        add_number(best, "time_us", "%.3f", rep.best_time_us);
+        add_number(best, "gflops", "%.3f", rep.best_gflops);
+        add_number(best, "max_rel_error", "%.3g", rep.best_max_rel_error);
+        cJSON_AddItemToObject(j, "candidates", cand = cJSON_CreateObject());
+        cJSON_AddNumberToObject(cand, "evaluated", (double)rep.evaluated);
+        cJSON_AddNumberToObject(cand, "measured", (double)rep.measured);
+        cJSON_AddNumberToObject(cand, "failed", (double)rep.failed);
+        if (rep.space > 0) cJSON_AddNumberToObject(cand, "space", (double)rep.space);
+        cJSON_AddNumberToObject(cand, "space_total", (double)rep.space_total);
+        cJSON_AddStringToObject(j, "cache", rep.cache_hit ? "hit" : "miss");
+        add_number(j, "seconds", "%.3f", rep.seconds);
+        cJSON_AddBoolToObject(j, "complete", s == AT_OK);
+        print_json(j);
     } else {
-        printf("gemm %s %s %" PRId64 "x%" PRId64 "x%" PRId64 " on %s (%s)%s\n", dt, lay, p.m, p.n,
-               p.k, at_context_device_name(ctx), at_context_backend(ctx),
+        char title[256];
+        problem_title(p, title, sizeof title);
+        printf("%s on %s (%s)%s\n", title, at_context_device_name(ctx), at_context_backend(ctx),
                rep.cache_hit ? "  [from the database]" : "");
+        printf("  template    %s\n", rep.template_name);
         printf("  best        %s\n", rep.best_config);
         printf("  time        %.1f us  (%.2f GFLOP/s, max rel error %.2g)\n", rep.best_time_us,
                rep.best_gflops, rep.best_max_rel_error);
@@ -393,17 +522,22 @@ static int cmd_gemm(int argc, char **argv)
         printf("  wall time   %.2f s\n", rep.seconds);
     }
     at_context_destroy(ctx);
+    at_problem_destroy(p);
     return rc;
 }
 
 /* ---- autotune space ----------------------------------------------------------------------- */
 
 static const char SPACE_HELP[] =
-    "usage: autotune space gemm [--m M --n N --k K] [--backend B] [--device I] [--list] [--json]\n"
-    "       autotune space gemm --backend cuda|hip --arch A --compile [--limit N] [--seed S]\n"
+    "usage: autotune space OP [--m M --n N --k K ...] [--template NAME] [--backend B] [--device "
+    "I]\n"
+    "                         [--list] [--json]\n"
+    "       autotune space OP --backend cuda|hip --arch A --compile [--limit N] [--seed S]\n"
     "\n"
-    "Counts the GEMM tuning space before and after its constraints for a problem (default\n"
-    "1024x1024x1024) on a device, and with --list prints every valid configuration.\n"
+    "Counts the tuning space of the template an operation (gemm) gets on a device, before and\n"
+    "after its constraints, for a problem (fields not given take example values: GEMM\n"
+    "1024x1024x1024), and with --list prints every valid configuration. --template picks\n"
+    "another template of the operation (e.g. gemm_mma).\n"
     "With --arch and --compile it compiles the space for that target without any device\n"
     "(cuda: sm_80 sm_86 sm_89 sm_90 sm_90a; hip: gfx908 gfx90a gfx940 gfx941 gfx942 gfx1030\n"
     "gfx1100, with feature suffixes like gfx90a:sramecc+:xnack-; a target the installed hipRTC\n"
@@ -412,8 +546,8 @@ static const char SPACE_HELP[] =
     "prints how many compiled, how many were rejected and why, and compiles per second;\n"
     "--limit N compiles N configurations spread evenly through the space.\n";
 
-/* `space gemm --arch A --compile`: compile without a device and count the outcomes. */
-static int space_compile(const opts *o, const at_gemm_problem *p)
+/* `space OP --arch A --compile`: compile without a device and count the outcomes. */
+static int space_compile(const opts *o, const at_problem *p)
 {
     if (!o->arch) return usage_error("--compile needs --arch (e.g. --arch sm_90a)");
     if (!o->compile) return usage_error("--arch is for --compile (a device's space: --device)");
@@ -423,25 +557,29 @@ static int space_compile(const opts *o, const at_gemm_problem *p)
     at_compile_report r;
     char why[4096] = "";
     at_status s =
-        at_gemm_compile_space(backend, o->arch, p, o->limit, o->seed, 0, &r, why, sizeof why);
+        at_compile_space(backend, o->arch, p, o->tmpl, o->limit, o->seed, 0, &r, why, sizeof why);
     if (s != AT_OK) return fail(s, why);
     double rate = r.seconds > 0 ? (double)r.attempted / r.seconds : 0;
     if (o->json) {
-        printf("{\"template\":\"gemm\",\"backend\":\"%s\",\"arch\":", backend);
-        json_str(stdout, o->arch);
-        printf(",\"space\":%" PRId64 ",\"attempted\":%" PRId64 ",\"compiled\":%" PRId64
-               ",\"compile_errors\":%" PRId64 ",\"resource_rejected\":%" PRId64
-               ",\"seconds\":%.3f,\"per_second\":%.3f,\"first_error\":",
-               r.space, r.attempted, r.compiled, r.compile_errors, r.resource_rejected, r.seconds,
-               rate);
-        json_str(stdout, r.first_error);
-        printf(",\"first_rejection\":");
-        json_str(stdout, r.first_rejection);
-        printf("}\n");
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "template", r.template_name);
+        cJSON_AddStringToObject(j, "backend", backend);
+        cJSON_AddStringToObject(j, "arch", o->arch);
+        cJSON_AddNumberToObject(j, "space", (double)r.space);
+        cJSON_AddNumberToObject(j, "attempted", (double)r.attempted);
+        cJSON_AddNumberToObject(j, "compiled", (double)r.compiled);
+        cJSON_AddNumberToObject(j, "compile_errors", (double)r.compile_errors);
+        cJSON_AddNumberToObject(j, "resource_rejected", (double)r.resource_rejected);
+        add_number(j, "seconds", "%.3f", r.seconds);
+        add_number(j, "per_second", "%.3f", rate);
+        cJSON_AddStringToObject(j, "first_error", r.first_error);
+        cJSON_AddStringToObject(j, "first_rejection", r.first_rejection);
+        print_json(j);
     } else {
-        printf("gemm space for %s %s, %" PRId64 "x%" PRId64 "x%" PRId64 ": %" PRId64
-               " valid configurations, %" PRId64 " compiled\n",
-               backend, o->arch, p->m, p->n, p->k, r.space, r.attempted);
+        char title[256];
+        problem_title(p, title, sizeof title);
+        printf("%s space (%s) for %s %s: %" PRId64 " valid configurations, %" PRId64 " compiled\n",
+               title, r.template_name, backend, o->arch, r.space, r.attempted);
         printf("  %" PRId64 " ok, %" PRId64 " compile errors, %" PRId64
                " rejected for resources; %.2f compiles/s (%.1f s)\n",
                r.compiled, r.compile_errors, r.resource_rejected, rate, r.seconds);
@@ -458,9 +596,22 @@ static int print_config(void *user, const char *config)
     return 0;
 }
 
+/* The operation named by a command's positional argument; NULL (after the message) if none. */
+static const char *find_op(const char *name, const char *what)
+{
+    const char *const *ops = at_operations();
+    for (size_t i = 0; name && ops[i]; i++)
+        if (strcmp(ops[i], name) == 0) return ops[i];
+    char list[256] = "";
+    for (size_t i = 0; ops[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", ops[i]);
+    usage_error("unknown %s '%s' (one of: %s)", what, name ? name : "", list);
+    return NULL;
+}
+
 static int cmd_space(int argc, char **argv)
 {
-    static const opt_spec specs[] = {PROBLEM_OPTS,
+    static const opt_spec fixed[] = {DEVICE_OPTS,
                                      {"db", OPT_STR, O(db), 0, 0},
                                      {"arch", OPT_STR, O(arch), 0, 0},
                                      {"compile", OPT_FLAG, O(compile), 0, 0},
@@ -469,48 +620,66 @@ static int cmd_space(int argc, char **argv)
                                      {"list", OPT_FLAG, O(list), 0, 0},
                                      {"json", OPT_FLAG, O(json), 0, 0},
                                      {NULL, 0, 0, 0, 0}};
+    /* The operation comes first, so that its fields are options. */
+    const char *op =
+        argc > 0 && strncmp(argv[0], "--", 2) != 0 && strcmp(argv[0], "-h") != 0 ? argv[0] : NULL;
+    op_fields f = {0};
+    if (op) {
+        if (!(op = find_op(op, "template"))) return EXIT_USAGE;
+        load_fields(op, &f);
+        argc--, argv++;
+    }
+    opt_spec specs[64];
     opts o = {0};
     char *pos[1];
-    int npos, rc = parse_opts(argc, argv, specs, &o, pos, 1, &npos);
+    int npos, rc = parse_opts(argc, argv, with_fields(fixed, op ? &f : NULL, specs, 64), &o, pos, 0,
+                              &npos);
     if (rc) return rc;
     if (o.help) {
         fputs(SPACE_HELP, stdout);
         return 0;
     }
-    if (npos != 1) return usage_error("space needs a template name: gemm");
-    if (strcmp(pos[0], "gemm") != 0)
-        return usage_error("unknown template '%s' (one of: gemm)", pos[0]);
-    if (!o.have_m) o.m = 1024;
-    if (!o.have_n) o.n = 1024;
-    if (!o.have_k) {
-        o.k = o.m;
-        o.have_k = 1;
-    }
-    at_gemm_problem p;
+    if (!op) return usage_error("space needs an operation: %s", at_operations()[0]);
+    at_problem *p = NULL;
     at_context_options co;
-    if ((rc = problem_from_opts(&o, &p, &co))) return rc;
-    if (o.compile || o.arch) return space_compile(&o, &p);
+    if ((rc = problem_from_opts(&o, &f, 1, &p, &co))) {
+        at_problem_destroy(p);
+        return rc;
+    }
+    if (o.compile || o.arch) {
+        rc = space_compile(&o, p);
+        at_problem_destroy(p);
+        return rc;
+    }
     at_context *ctx = NULL;
-    if ((rc = open_context(&co, &ctx))) return rc;
+    if ((rc = open_context(&co, &ctx))) {
+        at_problem_destroy(p);
+        return rc;
+    }
     at_space_info info;
-    at_status s = at_gemm_space(ctx, &p, &info, o.list && !o.json ? print_config : NULL, NULL);
+    at_status s =
+        at_space_count(ctx, p, o.tmpl, &info, o.list && !o.json ? print_config : NULL, NULL);
     if (s != AT_OK) {
         rc = fail(s, at_context_last_error(ctx));
     } else if (o.json) {
-        printf("{\"template\":\"gemm\",\"device\":");
-        json_str(stdout, at_context_device_name(ctx));
-        printf(",\"total\":%" PRId64 ",\"valid\":%" PRId64 ",\"parameters\":", info.total,
-               info.valid);
-        json_str(stdout, info.params);
-        printf("}\n");
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "template", info.template_name);
+        cJSON_AddStringToObject(j, "device", at_context_device_name(ctx));
+        cJSON_AddItemToObject(j, "problem", problem_json(p, &f));
+        cJSON_AddNumberToObject(j, "total", (double)info.total);
+        cJSON_AddNumberToObject(j, "valid", (double)info.valid);
+        cJSON_AddStringToObject(j, "parameters", info.params);
+        print_json(j);
     } else if (!o.list) {
-        printf("gemm space on %s for %" PRId64 "x%" PRId64 "x%" PRId64 ":\n",
-               at_context_device_name(ctx), p.m, p.n, p.k);
+        char title[256];
+        problem_title(p, title, sizeof title);
+        printf("%s space (%s) on %s:\n", title, info.template_name, at_context_device_name(ctx));
         printf("  %" PRId64 " configurations, %" PRId64 " valid after constraints\n", info.total,
                info.valid);
         printf("  %s\n", info.params);
     }
     at_context_destroy(ctx);
+    at_problem_destroy(p);
     return rc;
 }
 
@@ -571,33 +740,39 @@ static int cmd_replay(int argc, char **argv)
     if (s != AT_OK) return fail(s, why);
     const char *strategy = o.strategy ? o.strategy : at_tune_strategies()[0];
     if (o.json) {
-        printf("{\"file\":");
-        json_str(stdout, pos[0]);
-        printf(",\"format\":\"%s\",\"device\":", r.format);
-        json_str(stdout, r.device);
-        printf(",\"kernel\":");
-        json_str(stdout, r.kernel);
-        printf(",\"objective\":");
-        json_str(stdout, r.objective);
-        printf(",\"strategy\":\"%s\",\"seed\":%" PRIu64 ",\"space\":%" PRId64
-               ",\"space_failed\":%" PRId64 ",\"optimum_time\":%.17g,\"optimum_config\":",
-               strategy, o.seed ? o.seed : 1, r.space, r.space_failed, r.optimum);
-        json_str(stdout, r.optimum_config);
-        printf(",\"evaluated\":%" PRId64 ",\"failed\":%" PRId64 ",\"best\":", r.evaluated,
-               r.failed);
+        cJSON *j = cJSON_CreateObject(), *traj;
+        cJSON_AddStringToObject(j, "file", pos[0]);
+        cJSON_AddStringToObject(j, "format", r.format);
+        cJSON_AddStringToObject(j, "device", r.device);
+        cJSON_AddStringToObject(j, "kernel", r.kernel);
+        cJSON_AddStringToObject(j, "objective", r.objective);
+        cJSON_AddStringToObject(j, "strategy", strategy);
+        cJSON_AddNumberToObject(j, "seed", (double)(o.seed ? o.seed : 1));
+        cJSON_AddNumberToObject(j, "space", (double)r.space);
+        cJSON_AddNumberToObject(j, "space_failed", (double)r.space_failed);
+        add_number(j, "optimum_time", "%.17g", r.optimum);
+        cJSON_AddStringToObject(j, "optimum_config", r.optimum_config);
+        cJSON_AddNumberToObject(j, "evaluated", (double)r.evaluated);
+        cJSON_AddNumberToObject(j, "failed", (double)r.failed);
         if (r.found) {
-            printf("{\"config\":");
-            json_str(stdout, r.best_config);
-            printf(",\"time\":%.17g}", r.best);
+            cJSON *best = cJSON_AddObjectToObject(j, "best");
+            cJSON_AddStringToObject(best, "config", r.best_config);
+            add_number(best, "time", "%.17g", r.best);
         } else {
-            printf("null");
+            cJSON_AddNullToObject(j, "best");
         }
-        printf(",\"simulated_seconds\":%.3f,\"seconds\":%.4f,\"trajectory\":[", r.simulated_seconds,
-               r.seconds);
-        for (size_t i = 0; i < r.ntrajectory; i++)
-            printf("%s[%" PRId64 ",%.17g]", i ? "," : "", r.trajectory_evals[i],
-                   r.trajectory_best[i]);
-        printf("]}\n");
+        add_number(j, "simulated_seconds", "%.3f", r.simulated_seconds);
+        add_number(j, "seconds", "%.4f", r.seconds);
+        cJSON_AddItemToObject(j, "trajectory", traj = cJSON_CreateArray());
+        for (size_t i = 0; i < r.ntrajectory; i++) {
+            cJSON *pt = cJSON_CreateArray();
+            cJSON_AddItemToArray(pt, cJSON_CreateNumber((double)r.trajectory_evals[i]));
+            char buf[32];
+            snprintf(buf, sizeof buf, "%.17g", r.trajectory_best[i]);
+            cJSON_AddItemToArray(pt, cJSON_CreateRaw(buf));
+            cJSON_AddItemToArray(traj, pt);
+        }
+        print_json(j);
     } else {
         printf("replay of %s (%s%s%s, %s) with %s, seed %" PRIu64 "\n", pos[0], r.format,
                r.device[0] ? ", " : "", r.device, r.kernel, strategy, o.seed ? o.seed : 1);
@@ -636,39 +811,40 @@ static int cmd_devices(int argc, char **argv)
     at_backend_desc b[8];
     int nb = 0;
     at_backends_query(b, 8, &nb);
-    if (o.json) printf("{\"backends\":[");
+    cJSON *j = cJSON_CreateObject(), *backends = cJSON_AddArrayToObject(j, "backends");
     for (int i = 0; i < nb; i++) {
-        if (o.json) {
-            printf("%s{\"name\":\"%s\",\"available\":%s,\"why\":", i ? "," : "", b[i].name,
-                   b[i].available ? "true" : "false");
-            json_str(stdout, b[i].why);
-            printf(",\"devices\":[");
-        } else {
+        cJSON *bj = cJSON_CreateObject(), *devs = NULL;
+        cJSON_AddItemToArray(backends, bj);
+        cJSON_AddStringToObject(bj, "name", b[i].name);
+        cJSON_AddBoolToObject(bj, "available", b[i].available);
+        cJSON_AddStringToObject(bj, "why", b[i].why);
+        devs = cJSON_AddArrayToObject(bj, "devices");
+        if (!o.json)
             printf("%-7s %s%s\n", b[i].name,
                    b[i].available ? "available" : "unavailable: ", b[i].available ? "" : b[i].why);
-        }
         for (int d = 0; b[i].available && d < b[i].ndevices; d++) {
             at_device_desc dd;
             if (at_device_query(b[i].name, d, &dd) != AT_OK) continue;
-            if (o.json) {
-                printf("%s{\"index\":%d,\"name\":", d ? "," : "", d);
-                json_str(stdout, dd.name);
-                printf(",\"key\":");
-                json_str(stdout, dd.key);
-                printf(",\"driver\":");
-                json_str(stdout, dd.driver);
-                printf(",\"compute_units\":%" PRId64 ",\"cpu\":%s}", dd.compute_units,
-                       dd.is_cpu ? "true" : "false");
-            } else {
+            cJSON *dj = cJSON_CreateObject();
+            cJSON_AddItemToArray(devs, dj);
+            cJSON_AddNumberToObject(dj, "index", d);
+            cJSON_AddStringToObject(dj, "name", dd.name);
+            cJSON_AddStringToObject(dj, "key", dd.key);
+            cJSON_AddStringToObject(dj, "arch", dd.arch);
+            cJSON_AddStringToObject(dj, "driver", dd.driver);
+            cJSON_AddNumberToObject(dj, "compute_units", (double)dd.compute_units);
+            cJSON_AddBoolToObject(dj, "cpu", dd.is_cpu);
+            if (!o.json)
                 printf("  [%d] %s  (%" PRId64 " compute units, %" PRId64
                        " MiB, %s)\n      key: %s\n",
                        d, dd.name, dd.compute_units, dd.global_mem_bytes >> 20, dd.driver, dd.key);
-            }
         }
         if (b[i].available && !b[i].ndevices && !o.json) printf("  %s\n", b[i].why);
-        if (o.json) printf("]}");
     }
-    if (o.json) printf("]}\n");
+    if (o.json)
+        print_json(j);
+    else
+        cJSON_Delete(j);
     return 0;
 }
 
@@ -755,47 +931,59 @@ static int cmd_db(int argc, char **argv)
 /* ---- main -------------------------------------------------------------------------------------
  */
 
-static const char MAIN_HELP[] =
-    "usage: autotune COMMAND [options]   (autotune COMMAND --help for each)\n"
-    "\n"
-    "Tunes GEMM kernels on this machine's devices and keeps the results in a database.\n"
-    "\n"
-    "  gemm      tune one GEMM problem: autotune gemm --m 1024 --n 1024\n"
-    "  space     count and list a template's tuning space: autotune space gemm\n"
-    "  devices   list backends and devices, and why a backend is unavailable\n"
-    "  db        list, show or export the database's entries\n"
-    "  replay    replay a search on a recorded space: autotune replay space.json.gz\n"
-    "  version   print the version\n";
+static void print_main_help(FILE *f)
+{
+    fputs("usage: autotune COMMAND [options]   (autotune COMMAND --help for each)\n"
+          "\n"
+          "Tunes kernels on this machine's devices and keeps the results in a database.\n"
+          "\n",
+          f);
+    for (const char *const *op = at_operations(); *op; op++)
+        fprintf(f, "  %-9s tune one %s problem%s\n", *op, *op,
+                strcmp(*op, "gemm") == 0 ? ": autotune gemm --m 1024 --n 1024" : "");
+    fputs("  space     count and list a template's tuning space: autotune space gemm\n"
+          "  devices   list backends and devices, and why a backend is unavailable\n"
+          "  db        list, show or export the database's entries\n"
+          "  replay    replay a search on a recorded space: autotune replay space.json.gz\n"
+          "  version   print the version (also --version)\n",
+          f);
+}
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(MAIN_HELP, stderr);
+        print_main_help(stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        fputs(MAIN_HELP, stdout);
+        print_main_help(stdout);
         return 0;
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("autotune %s\n", at_version());
+        printf("autotune %s (library %s, database schema %s)\n", AT_VERSION_STRING, at_version(),
+               at_db_schema_version());
         return 0;
     }
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"gemm", cmd_gemm},
-                {"space", cmd_space},
-                {"devices", cmd_devices},
-                {"db", cmd_db},
-                {"replay", cmd_replay}};
+    } cmds[] = {
+        {"space", cmd_space}, {"devices", cmd_devices}, {"db", cmd_db}, {"replay", cmd_replay}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0) continue;
         static char name[64];
         snprintf(name, sizeof name, "autotune %s", cmd);
         g_cmd = name;
         return cmds[i].fn(argc - 2, argv + 2);
+    }
+    /* Every operation is a command: autotune gemm --m 1024 --n 1024. */
+    for (const char *const *op = at_operations(); *op; op++) {
+        if (strcmp(cmd, *op) != 0) continue;
+        static char name[64];
+        snprintf(name, sizeof name, "autotune %s", cmd);
+        g_cmd = name;
+        return cmd_op(cmd, argc - 2, argv + 2);
     }
     return usage_error("unknown command '%s'", cmd);
 }

@@ -1,18 +1,20 @@
-/* gemm.c — the GEMM problem: validation, database key, CPU reference, and the buffers and
- * correctness check the pipeline uses to test every candidate. */
+/* gemm.c — the GEMM operation: C = alpha*op(A)*op(B) + beta*C, row-major. Its fields,
+ * validation, database key and nearest-shape distance, the problem variables it binds into a
+ * template's space, the CPU reference and check every candidate is compared with, its cost-model
+ * prior, and the typed public calls (at_gemm_*) over the generic ones. */
+#include "tuner/ops/gemm.h"
+
 #include "tuner/ops/gemm_cost.h"
-#include "tuner/tuner.h"
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const g_layouts[] = {"nn", "nt", "tn", "tt"};
-static const char *const g_dtypes[] = {"f32", "f16", "bf16"};
+static const char *const g_layouts[] = {"nn", "nt", "tn", "tt", NULL};
 
 const char *at_layout_name(at_layout l) { return (unsigned)l < 4 ? g_layouts[l] : "?"; }
-const char *at_dtype_name(at_dtype d) { return (unsigned)d < 3 ? g_dtypes[d] : "?"; }
 
 static int trans_a(const at_gemm_problem *g)
 {
@@ -31,28 +33,24 @@ static void resolve_ld(const at_gemm_problem *g, int64_t *lda, int64_t *ldb, int
     *ldc = g->ldc ? g->ldc : g->n;
 }
 
-at_status at_gemm_validate(const at_gemm_problem *g, const at_context *ctx)
+#define DIM_MAX INT64_C(2147483647) /* kernels take 32-bit sizes */
+
+at_status at_gemm_validate(const at_gemm_problem *g)
 {
-    const int64_t max = 2147483647;
     if (!g) return at_fail(AT_ERR_INVALID_ARG, "no problem given");
     const struct {
         const char *name;
         int64_t v;
     } dims[] = {{"m", g->m}, {"n", g->n}, {"k", g->k}};
     for (int i = 0; i < 3; i++)
-        if (dims[i].v < 1 || dims[i].v > max)
+        if (dims[i].v < 1 || dims[i].v > DIM_MAX)
             return at_fail(AT_ERR_INVALID_ARG, "%s = %lld is out of range (1 to %lld)",
-                           dims[i].name, (long long)dims[i].v, (long long)max);
+                           dims[i].name, (long long)dims[i].v, (long long)DIM_MAX);
     if ((unsigned)g->layout > AT_LAYOUT_TT)
         return at_fail(AT_ERR_INVALID_ARG, "layout %d is not one of nn, nt, tn, tt",
                        (int)g->layout);
     if ((unsigned)g->dtype > AT_DTYPE_BF16)
         return at_fail(AT_ERR_INVALID_ARG, "dtype %d is not one of f32, f16, bf16", (int)g->dtype);
-    if (ctx && !at_gemm_template_name(g->dtype, ctx->info.backend, ctx->info.arch))
-        return at_fail(AT_ERR_UNSUPPORTED,
-                       "dtype %s is not supported on the %s backend (f32 only; f16 and bf16 "
-                       "need the cuda or hip backend)",
-                       at_dtype_name(g->dtype), ctx->info.backend);
     int64_t lda, ldb, ldc;
     resolve_ld(g, &lda, &ldb, &ldc);
     const struct {
@@ -62,22 +60,13 @@ at_status at_gemm_validate(const at_gemm_problem *g, const at_context *ctx)
                {"ldb", ldb, trans_b(g) ? g->k : g->n},
                {"ldc", ldc, g->n}};
     for (int i = 0; i < 3; i++)
-        if (lds[i].v < lds[i].min || lds[i].v > max)
+        if (lds[i].v < lds[i].min || lds[i].v > DIM_MAX)
             return at_fail(AT_ERR_INVALID_ARG, "%s = %lld is out of range (%lld to %lld)",
-                           lds[i].name, (long long)lds[i].v, (long long)lds[i].min, (long long)max);
+                           lds[i].name, (long long)lds[i].v, (long long)lds[i].min,
+                           (long long)DIM_MAX);
     if (!isfinite(g->alpha) || !isfinite(g->beta))
         return at_fail(AT_ERR_INVALID_ARG, "alpha and beta must be finite");
     return AT_OK;
-}
-
-const char *at_gemm_template_name(at_dtype d, const char *backend, const char *arch)
-{
-    if (d == AT_DTYPE_F32) return "gemm";
-    /* f16 and bf16 run on matrix units: tensor cores on CUDA — wgmma on Hopper (sm_90a, the
-     * arch the backend picks for compute capability 9.0), mma.sync elsewhere — MFMA on HIP. */
-    if (strcmp(backend, "cuda") == 0)
-        return arch && strcmp(arch, "sm_90a") == 0 ? "gemm_wgmma" : "gemm_mma";
-    return strcmp(backend, "hip") == 0 ? "gemm_mfma" : NULL;
 }
 
 void at_gemm_key(const at_gemm_problem *g, char *buf, size_t len)
@@ -162,99 +151,89 @@ void at_gemm_reference(const at_gemm_problem *g, const float *a, const float *b,
     free(abs_acc);
 }
 
-/* ---- 16-bit element types ------------------------------------------------------------------- */
+/* ---- the operation's descriptor ------------------------------------------------------------ */
 
-static uint32_t f32_bits(float f)
+static at_status op_validate(const void *p) { return at_gemm_validate(p); }
+
+static void op_key(const void *p, char *buf, size_t len) { at_gemm_key(p, buf, len); }
+
+/* Log-ratio distance over m, n, k to a tuned key of the same dtype and layout. */
+static double op_distance(const void *p, const char *key)
 {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
+    const at_gemm_problem *g = p;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "gemm/%s/%s/", at_dtype_name(g->dtype),
+             at_layout_name(g->layout));
+    long long m, n, k;
+    char rest;
+    if (strncmp(key, prefix, strlen(prefix)) != 0 ||
+        sscanf(key + strlen(prefix), "%lldx%lldx%lld%c", &m, &n, &k, &rest) != 3 || m < 1 ||
+        n < 1 || k < 1)
+        return INFINITY;
+    return fabs(log((double)m / (double)g->m)) + fabs(log((double)n / (double)g->n)) +
+           fabs(log((double)k / (double)g->k));
 }
 
-static float bits_f32(uint32_t u)
+static const char *op_dtype(const void *p)
 {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return at_dtype_name(((const at_gemm_problem *)p)->dtype);
 }
 
-/* Round to nearest even, as the GPUs' conversions do. */
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0; /* NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
+static at_status op_bind(const void *p, at_space *s) { return at_gemm_bind(p, s); }
 
-static float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-static uint16_t f32_to_f16(float f)
+static at_status op_scalar(const void *p, const char *name, int64_t *i, double *f)
 {
-    uint32_t u = f32_bits(f), sign = (u >> 16) & 0x8000u, mag = u & 0x7fffffffu;
-    if (mag > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
-    if (mag >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflows to infinity */
-    if (mag < 0x38800000u) {                                   /* subnormal or zero in f16 */
-        if (mag < 0x33000000u) return (uint16_t)sign;
-        uint32_t m = (mag & 0x7fffffu) | 0x800000u;
-        int shift = 126 - (int)(mag >> 23); /* 14..24 */
-        uint32_t half = 1u << (shift - 1), rest = m & ((1u << shift) - 1);
-        uint32_t h = m >> shift;
-        if (rest > half || (rest == half && (h & 1u))) h++;
-        return (uint16_t)(sign | h);
+    const at_gemm_problem *g = p;
+    int64_t ld[3];
+    resolve_ld(g, &ld[0], &ld[1], &ld[2]);
+    const struct {
+        const char *name;
+        int64_t v;
+    } ints[] = {{"m", g->m},    {"n", g->n},    {"k", g->k},
+                {"lda", ld[0]}, {"ldb", ld[1]}, {"ldc", ld[2]}};
+    for (size_t j = 0; j < sizeof ints / sizeof ints[0]; j++)
+        if (strcmp(name, ints[j].name) == 0) {
+            *i = ints[j].v;
+            *f = (double)ints[j].v;
+            return AT_OK;
+        }
+    if (strcmp(name, "alpha") == 0 || strcmp(name, "beta") == 0) {
+        *f = strcmp(name, "alpha") == 0 ? g->alpha : g->beta;
+        *i = (int64_t)*f;
+        return AT_OK;
     }
-    uint32_t h = ((mag >> 13) - (112u << 10)); /* rebias exponent 127 -> 15 */
-    uint32_t rest = mag & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
+    return AT_ERR_TEMPLATE;
 }
 
-static float f16_to_f32(uint16_t h)
+static double op_flops(const void *p)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) return (sign ? -1.0f : 1.0f) * (float)m * 5.9604644775390625e-8f; /* 2^-24 */
-    if (e == 31) return bits_f32(sign | 0x7f800000u | (m << 13));
-    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    const at_gemm_problem *g = p;
+    return 2.0 * (double)g->m * (double)g->n * (double)g->k;
 }
 
-size_t at_dtype_size(at_dtype d) { return d == AT_DTYPE_F32 ? 4 : 2; }
-
-void at_dtype_from_f32(at_dtype d, const float *src, void *dst, size_t n)
+static double op_bytes(const void *p)
 {
-    uint16_t *h = dst;
-    if (d == AT_DTYPE_F32)
-        memcpy(dst, src, n * 4);
-    else if (d == AT_DTYPE_F16)
-        for (size_t i = 0; i < n; i++) h[i] = f32_to_f16(src[i]);
-    else
-        for (size_t i = 0; i < n; i++) h[i] = f32_to_bf16(src[i]);
+    const at_gemm_problem *g = p;
+    double e = (double)at_dtype_size(g->dtype), c = (double)g->m * (double)g->n;
+    return e * ((double)g->m * (double)g->k + (double)g->k * (double)g->n +
+                (g->beta != 0.0f ? 2.0 : 1.0) * c);
 }
 
-void at_dtype_to_f32(at_dtype d, const void *src, float *dst, size_t n)
+static at_status op_prior(const void *p, const at_space *s, const at_device_info *d,
+                          const int64_t *configs, size_t n, double *out)
 {
-    const uint16_t *h = src;
-    if (d == AT_DTYPE_F32)
-        memcpy(dst, src, n * 4);
-    else if (d == AT_DTYPE_F16)
-        for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32(h[i]);
-    else
-        for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(h[i]);
+    (void)p;
+    return at_gemm_cost_prior(s, d, configs, n, out);
 }
 
-/* ---- the problem the pipeline drives ------------------------------------------------------- */
-
-typedef struct gemm_self {
-    at_gemm_problem g;
-    int64_t lda, ldb, ldc;
-    size_t na, nb, nc; /* elements */
-    float *a, *b, *c0, *ref, *out;
-    void *stage; /* device-format copy of one operand (16-bit types) */
+/* What is kept to check a candidate: the reference on a spread of rows and its error bound. */
+typedef struct gemm_check {
+    float *ref;
     double *bound;
     int64_t *rows;
     size_t nrows;
-    at_bbuf da, db, dc;
-    int M, N, K, LDA, LDB, LDC;
-} gemm_self;
+    int64_t ldc;
+} gemm_check;
 
 static uint64_t rng_state(uint64_t *s)
 {
@@ -264,195 +243,224 @@ static uint64_t rng_state(uint64_t *s)
     return *s;
 }
 
-static void fill_random(float *x, size_t n, uint64_t seed)
+/* Random values in [-1, 1], exactly representable in the element type, so the reference sees
+ * the very inputs the device does. */
+static void fill_inputs(float *x, size_t n, uint64_t seed, at_dtype d)
 {
     uint64_t s = seed;
     for (size_t i = 0; i < n; i++)
         x[i] = (float)((double)(rng_state(&s) >> 11) / 4503599627370496.0 - 1.0);
+    if (d == AT_DTYPE_F32) return;
+    uint16_t *h = malloc(n * sizeof *h);
+    if (!h) return;
+    at_dtype_from_f32(d, x, h, n);
+    at_dtype_to_f32(d, h, x, n);
+    free(h);
 }
 
-static at_status gemm_bind(at_problem *p, at_space *s)
+static void op_data_free(at_op_data *d)
 {
-    return at_gemm_bind(&((gemm_self *)p->self)->g, s);
+    for (int i = 0; i < AT_MAX_BUFFERS; i++) free(d->buf[i].init);
+    gemm_check *c = d->self;
+    if (c) {
+        free(c->ref);
+        free(c->bound);
+        free(c->rows);
+        free(c);
+    }
+    memset(d, 0, sizeof *d);
 }
 
-static at_status gemm_prior(at_problem *p, const at_space *s, const at_device_info *d,
-                            const int64_t *configs, size_t n, double *out)
+static at_status op_data_make(const void *p, at_op_data *d)
 {
-    (void)p;
-    return at_gemm_cost_prior(s, d, configs, n, out);
-}
-
-/* Host floats to a device buffer in the problem's element type, and back. */
-static at_status upload(gemm_self *g, at_context *ctx, at_bbuf b, const float *src, size_t n)
-{
-    at_dtype_from_f32(g->g.dtype, src, g->stage, n);
-    return ctx->ops->buffer_write(ctx->dev, b, 0, g->stage, n * at_dtype_size(g->g.dtype));
-}
-
-static at_status download(gemm_self *g, at_context *ctx, at_bbuf b, float *dst, size_t n)
-{
-    AT_TRY(ctx->ops->buffer_read(ctx->dev, b, 0, g->stage, n * at_dtype_size(g->g.dtype)));
-    at_dtype_to_f32(g->g.dtype, g->stage, dst, n);
-    return AT_OK;
-}
-
-/* Random values in [-1, 1], exactly representable in the element type, so the reference sees
- * the very inputs the device does. */
-static void fill_inputs(float *x, size_t n, uint64_t seed, at_dtype d, void *stage)
-{
-    fill_random(x, n, seed);
-    at_dtype_from_f32(d, x, stage, n);
-    at_dtype_to_f32(d, stage, x, n);
-}
-
-static at_status gemm_prepare(at_problem *p, at_context *ctx)
-{
-    gemm_self *g = p->self;
-    const at_gemm_problem *q = &g->g;
-    const size_t es = at_dtype_size(q->dtype);
-    g->na = (size_t)((trans_a(q) ? q->k : q->m) * g->lda);
-    g->nb = (size_t)((trans_b(q) ? q->n : q->k) * g->ldb);
-    g->nc = (size_t)(q->m * g->ldc);
-    size_t most = g->na > g->nb ? g->na : g->nb;
-    most = most > g->nc ? most : g->nc;
-    g->a = malloc(g->na * sizeof(float));
-    g->b = malloc(g->nb * sizeof(float));
-    g->c0 = malloc(g->nc * sizeof(float));
-    g->ref = malloc(g->nc * sizeof(float));
-    g->out = malloc(g->nc * sizeof(float));
-    g->stage = malloc(most * es);
-    g->bound = calloc(g->nc, sizeof(double));
+    const at_gemm_problem *q = p;
+    int64_t lda, ldb, ldc;
+    resolve_ld(q, &lda, &ldb, &ldc);
+    const size_t na = (size_t)((trans_a(q) ? q->k : q->m) * lda);
+    const size_t nb = (size_t)((trans_b(q) ? q->n : q->k) * ldb);
+    const size_t nc = (size_t)(q->m * ldc);
+    memset(d, 0, sizeof *d);
+    gemm_check *c = calloc(1, sizeof *c);
+    d->self = c;
+    d->buf[0] = (at_op_buffer){q->dtype, na, malloc(na * sizeof(float)), 0};
+    d->buf[1] = (at_op_buffer){q->dtype, nb, malloc(nb * sizeof(float)), 0};
+    d->buf[2] = (at_op_buffer){q->dtype, nc, malloc(nc * sizeof(float)), 1};
     /* Above ~1e9 multiply-adds the CPU reference checks a spread of rows, always including
      * the first and the last (where edge tiles are). */
     double work = (double)q->m * (double)q->n * (double)q->k;
-    g->nrows = work > 1073741824.0 ? (size_t)fmax(16.0, 1073741824.0 / ((double)q->n * q->k))
-                                   : (size_t)q->m;
-    if (g->nrows > (size_t)q->m) g->nrows = (size_t)q->m;
-    g->rows = malloc(g->nrows * sizeof *g->rows);
-    if (!g->a || !g->b || !g->c0 || !g->ref || !g->out || !g->stage || !g->bound || !g->rows)
-        return at_fail(AT_ERR_NO_MEMORY, "out of host memory for a %s problem", p->key);
-    for (size_t r = 0; r < g->nrows; r++)
-        g->rows[r] =
-            g->nrows == 1 ? 0 : (int64_t)((double)r * (double)(q->m - 1) / (double)(g->nrows - 1));
-    fill_inputs(g->a, g->na, 1, q->dtype, g->stage);
-    fill_inputs(g->b, g->nb, 2, q->dtype, g->stage);
-    fill_inputs(g->c0, g->nc, 3, q->dtype, g->stage);
-    memcpy(g->ref, g->c0, g->nc * sizeof(float));
-    at_gemm_reference(q, g->a, g->b, g->ref, g->bound, g->rows, g->nrows);
-
-    const at_backend_ops *ops = ctx->ops;
-    AT_TRY(ops->buffer_alloc(ctx->dev, g->na * es, &g->da));
-    AT_TRY(ops->buffer_alloc(ctx->dev, g->nb * es, &g->db));
-    AT_TRY(ops->buffer_alloc(ctx->dev, g->nc * es, &g->dc));
-    AT_TRY(upload(g, ctx, g->da, g->a, g->na));
-    AT_TRY(upload(g, ctx, g->db, g->b, g->nb));
-    return upload(g, ctx, g->dc, g->c0, g->nc);
-}
-
-/* Kernel arguments in the template's order: M N K alpha beta A lda B ldb C ldc. */
-static size_t gemm_args(at_problem *p, at_karg *args)
-{
-    gemm_self *g = p->self;
-    const at_karg a[] = {{sizeof(int), &g->M},        {sizeof(int), &g->N},
-                         {sizeof(int), &g->K},        {sizeof(float), &g->g.alpha},
-                         {sizeof(float), &g->g.beta}, {sizeof(void *), &g->da.handle},
-                         {sizeof(int), &g->LDA},      {sizeof(void *), &g->db.handle},
-                         {sizeof(int), &g->LDB},      {sizeof(void *), &g->dc.handle},
-                         {sizeof(int), &g->LDC}};
-    memcpy(args, a, sizeof a);
-    return sizeof a / sizeof a[0];
-}
-
-static at_status gemm_reset(at_problem *p, at_context *ctx)
-{
-    gemm_self *g = p->self;
-    /* With beta == 0 the kernel must not read C: give it NaN so a kernel that does shows up. */
-    if (g->g.beta == 0.0f) {
-        for (size_t i = 0; i < g->nc; i++) g->out[i] = NAN;
-        return upload(g, ctx, g->dc, g->out, g->nc);
+    size_t nrows = work > 1073741824.0 ? (size_t)fmax(16.0, 1073741824.0 / ((double)q->n * q->k))
+                                       : (size_t)q->m;
+    if (nrows > (size_t)q->m) nrows = (size_t)q->m;
+    if (c) {
+        c->ref = malloc(nc * sizeof(float));
+        c->bound = calloc(nc, sizeof(double));
+        c->rows = malloc(nrows * sizeof *c->rows);
+        c->nrows = nrows;
+        c->ldc = ldc;
     }
-    return upload(g, ctx, g->dc, g->c0, g->nc);
+    if (!c || !c->ref || !c->bound || !c->rows || !d->buf[0].init || !d->buf[1].init ||
+        !d->buf[2].init) {
+        op_data_free(d);
+        return at_fail(AT_ERR_NO_MEMORY, "out of host memory for a GEMM problem of %lldx%lldx%lld",
+                       (long long)q->m, (long long)q->n, (long long)q->k);
+    }
+    for (size_t r = 0; r < nrows; r++)
+        c->rows[r] =
+            nrows == 1 ? 0 : (int64_t)((double)r * (double)(q->m - 1) / (double)(nrows - 1));
+    fill_inputs(d->buf[0].init, na, 1, q->dtype);
+    fill_inputs(d->buf[1].init, nb, 2, q->dtype);
+    fill_inputs(c->ref, nc, 3, q->dtype);
+    /* With beta == 0 the kernel must not read C: give it NaN so a kernel that does shows up. */
+    for (size_t i = 0; i < nc; i++) d->buf[2].init[i] = q->beta == 0.0f ? NAN : c->ref[i];
+    at_gemm_reference(q, d->buf[0].init, d->buf[1].init, c->ref, c->bound, c->rows, c->nrows);
+    return AT_OK;
 }
 
-static at_status gemm_check(at_problem *p, at_context *ctx, double *max_rel_error, int *ok)
+static at_status op_check(const void *p, const at_op_data *d, float *const *out,
+                          double *max_rel_error, int *ok)
 {
-    gemm_self *g = p->self;
-    AT_TRY(download(g, ctx, g->dc, g->out, g->nc));
+    const at_gemm_problem *q = p;
+    const gemm_check *c = d->self;
+    const float *got = out[2];
     double worst = 0.0;
-    for (size_t r = 0; r < g->nrows; r++) {
-        size_t row = (size_t)g->rows[r] * (size_t)g->ldc;
-        for (int64_t j = 0; j < g->g.n; j++) {
-            double d = fabs((double)g->out[row + j] - (double)g->ref[row + j]);
-            double e = d / fmax(g->bound[row + j], 1e-30);
+    for (size_t r = 0; r < c->nrows; r++) {
+        size_t row = (size_t)c->rows[r] * (size_t)c->ldc;
+        for (int64_t j = 0; j < q->n; j++) {
+            double diff = fabs((double)got[row + j] - (double)c->ref[row + j]);
+            double e = diff / fmax(c->bound[row + j], 1e-30);
             if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
         }
     }
     *max_rel_error = worst;
-    *ok = worst <= at_gemm_tolerance(g->g.k, g->g.dtype);
+    *ok = worst <= at_gemm_tolerance(q->k, q->dtype);
     return AT_OK;
 }
 
-static void gemm_release(at_problem *p, at_context *ctx)
+#define F(field) offsetof(at_gemm_problem, field)
+static const at_op_field g_fields[] = {
+    {{.name = "m",
+      .kind = AT_FIELD_INT,
+      .lo = 1,
+      .hi = DIM_MAX,
+      .example = "1024",
+      .shape = 1,
+      .help = "rows of C and of op(A)"},
+     F(m)},
+    {{.name = "n",
+      .kind = AT_FIELD_INT,
+      .lo = 1,
+      .hi = DIM_MAX,
+      .example = "1024",
+      .shape = 1,
+      .help = "columns of C and of op(B)"},
+     F(n)},
+    {{.name = "k",
+      .kind = AT_FIELD_INT,
+      .lo = 1,
+      .hi = DIM_MAX,
+      .def = "=m",
+      .shape = 1,
+      .help = "the inner dimension; defaults to m"},
+     F(k)},
+    {{.name = "dtype",
+      .kind = AT_FIELD_CHOICE,
+      .choices = at_dtype_table,
+      .def = "f32",
+      .shape = 1,
+      .help = "element type (f16/bf16 on CUDA and HIP, f32 accumulation)"},
+     F(dtype)},
+    {{.name = "layout",
+      .kind = AT_FIELD_CHOICE,
+      .choices = g_layouts,
+      .def = "nn",
+      .shape = 1,
+      .help = "n: operand as stored, t: transposed (A then B)"},
+     F(layout)},
+    {{.name = "alpha", .kind = AT_FIELD_REAL, .def = "1", .help = "C = alpha*op(A)*op(B) + ..."},
+     F(alpha)},
+    {{.name = "beta", .kind = AT_FIELD_REAL, .def = "0", .help = "... + beta*C"}, F(beta)},
+    {{.name = "lda",
+      .kind = AT_FIELD_INT,
+      .lo = 0,
+      .hi = DIM_MAX,
+      .def = "0",
+      .help = "leading dimension of A in elements; 0: packed"},
+     F(lda)},
+    {{.name = "ldb",
+      .kind = AT_FIELD_INT,
+      .lo = 0,
+      .hi = DIM_MAX,
+      .def = "0",
+      .help = "leading dimension of B; 0: packed"},
+     F(ldb)},
+    {{.name = "ldc",
+      .kind = AT_FIELD_INT,
+      .lo = 0,
+      .hi = DIM_MAX,
+      .def = "0",
+      .help = "leading dimension of C; 0: packed"},
+     F(ldc)},
+};
+#undef F
+
+static const char *const g_roles[] = {"A", "B", "C", NULL};
+
+const at_op at_op_gemm = {
+    .name = "gemm",
+    .help = "Tunes C = alpha*op(A)*op(B) + beta*C (row-major; f32 on every backend, f16/bf16 on "
+            "CUDA and HIP with f32 accumulation).",
+    .size = sizeof(at_gemm_problem),
+    .fields = g_fields,
+    .nfields = sizeof g_fields / sizeof g_fields[0],
+    .roles = g_roles,
+    .validate = op_validate,
+    .key = op_key,
+    .distance = op_distance,
+    .dtype = op_dtype,
+    .bind = op_bind,
+    .scalar = op_scalar,
+    .data_make = op_data_make,
+    .check = op_check,
+    .data_free = op_data_free,
+    .flops = op_flops,
+    .bytes = op_bytes,
+    .prior = op_prior,
+};
+
+/* ---- the typed public calls ---------------------------------------------------------------- */
+
+at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags, at_kernel **out,
+                      at_source *source)
 {
-    gemm_self *g = p->self;
-    if (ctx) {
-        if (g->da.handle) ctx->ops->buffer_free(ctx->dev, g->da);
-        if (g->db.handle) ctx->ops->buffer_free(ctx->dev, g->db);
-        if (g->dc.handle) ctx->ops->buffer_free(ctx->dev, g->dc);
-    }
-    memset(&g->da, 0, sizeof g->da);
-    memset(&g->db, 0, sizeof g->db);
-    memset(&g->dc, 0, sizeof g->dc);
-    free(g->a);
-    free(g->b);
-    free(g->c0);
-    free(g->ref);
-    free(g->out);
-    free(g->stage);
-    free(g->bound);
-    free(g->rows);
-    g->a = g->b = g->c0 = g->ref = g->out = NULL;
-    g->stage = NULL;
-    g->bound = NULL;
-    g->rows = NULL;
+    at_problem q = at_problem_view(&at_op_gemm, p);
+    return at_get(ctx, p ? &q : NULL, flags, out, source);
 }
 
-at_status at_gemm_problem_make(const at_gemm_problem *q, at_problem **out)
+at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_options *opts,
+                       at_tune_report *report, at_kernel **out)
 {
-    at_problem *p = calloc(1, sizeof *p);
-    gemm_self *g = calloc(1, sizeof *g);
-    if (!p || !g) {
-        free(p);
-        free(g);
-        return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    }
-    g->g = *q;
-    resolve_ld(q, &g->lda, &g->ldb, &g->ldc);
-    g->M = (int)q->m;
-    g->N = (int)q->n;
-    g->K = (int)q->k;
-    g->LDA = (int)g->lda;
-    g->LDB = (int)g->ldb;
-    g->LDC = (int)g->ldc;
-    p->template_name = "gemm";
-    at_gemm_key(q, p->key, sizeof p->key);
-    p->bind = gemm_bind;
-    p->prior = gemm_prior;
-    p->prepare = gemm_prepare;
-    p->args = gemm_args;
-    p->reset = gemm_reset;
-    p->check = gemm_check;
-    p->release = gemm_release;
-    p->self = g;
-    *out = p;
-    return AT_OK;
+    at_problem q = at_problem_view(&at_op_gemm, p);
+    return at_tune(ctx, p ? &q : NULL, opts, report, out);
 }
 
-void at_gemm_problem_free(at_problem *p)
+at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, void *stream)
 {
-    if (!p) return;
-    gemm_release(p, NULL);
-    free(p->self);
-    free(p);
+    const at_devptr bufs[3] = {a, b, c};
+    return at_kernel_launch(k, bufs, 3, stream);
+}
+
+at_status at_gemm_space(at_context *ctx, const at_gemm_problem *p, at_space_info *info,
+                        int (*visit)(void *user, const char *config), void *user)
+{
+    at_problem q = at_problem_view(&at_op_gemm, p);
+    return at_space_count(ctx, p ? &q : NULL, NULL, info, visit, user);
+}
+
+at_status at_gemm_compile_space(const char *backend, const char *arch, const at_gemm_problem *p,
+                                int64_t limit, uint64_t seed, int threads, at_compile_report *out,
+                                char *why, size_t whylen)
+{
+    at_problem q = at_problem_view(&at_op_gemm, p);
+    return at_compile_space(backend, arch, p ? &q : NULL, NULL, limit, seed, threads, out, why,
+                            whylen);
 }

@@ -86,8 +86,13 @@ void at_space_free(at_space *s)
 {
     if (!s) return;
     free(s->name);
+    free(s->operation);
     free(s->kernel);
     free(s->source);
+    free_names(s->backends, s->nbackends);
+    free_names(s->dtypes, s->ndtypes);
+    free_names(s->archs, s->narchs);
+    for (size_t i = 0; i < s->nargs; i++) free(s->args[i].name);
     for (size_t i = 0; i < s->nparams; i++) free(s->params[i].name);
     free_names(s->problem_vars, s->nproblem);
     free_names(s->device_vars, s->ndevice);
@@ -101,7 +106,6 @@ void at_space_free(at_space *s)
     }
     at_expr_free(s->shared);
     at_expr_free(s->workspace);
-    at_expr_free(s->flops);
     free(s->defaults);
     free(s->fixed);
     free(s);
@@ -120,15 +124,21 @@ enum {
     K_CONSTRAINTS,
     K_DEFINES,
     K_LAUNCH,
-    K_FLOPS,
     K_DEFAULTS,
     K_WORKSPACE,
+    K_OPERATION,
+    K_BACKENDS,
+    K_DTYPES,
+    K_ARCHS,
+    K_PRIORITY,
+    K_ARGUMENTS,
     K_COUNT
 };
 
 static const char *const key_names[K_COUNT] = {
-    "name",        "kernel",  "source", "problem", "device",   "parameters", "derived",
-    "constraints", "defines", "launch", "flops",   "defaults", "workspace"};
+    "name",      "kernel",      "source",  "problem", "device",   "parameters",
+    "derived",   "constraints", "defines", "launch",  "defaults", "workspace",
+    "operation", "backends",    "dtypes",  "archs",   "priority", "arguments"};
 static const bool key_required[K_COUNT] = {[K_NAME] = true,
                                            [K_KERNEL] = true,
                                            [K_SOURCE] = true,
@@ -219,6 +229,89 @@ static at_status load_names(loader *L, yaml_node_t *n, const char *key, bool dev
                            key, v);
         if (!((*out)[*count] = at_strdup(v))) return oom();
         (*count)++;
+    }
+    return AT_OK;
+}
+
+/* `backends:`, `dtypes:`, `archs:` — a list of non-empty names without spaces. */
+static at_status load_list(loader *L, yaml_node_t *n, const char *key, char ***out, size_t *count)
+{
+    if (n->type != YAML_SEQUENCE_NODE || seq_len(n) == 0)
+        return at_fail(AT_ERR_TEMPLATE, "line %zu: '%s' must be a non-empty list of names",
+                       line_of(n), key);
+    if (!(*out = calloc(seq_len(n), sizeof **out))) return oom();
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *item = get(L, *it);
+        const char *v = scalar(item);
+        if (!v || !*v || strpbrk(v, " \t,|/"))
+            return at_fail(AT_ERR_TEMPLATE, "line %zu: '%s': '%s' is not a valid name",
+                           line_of(item), key, v ? v : "(not a scalar)");
+        if (!((*out)[*count] = at_strdup(v))) return oom();
+        (*count)++;
+    }
+    return AT_OK;
+}
+
+/* `arguments:` — the kernel's parameters in order: `- buffer: ROLE`, `- i32: NAME` (also i64,
+ * f32, f64) and `- workspace`. */
+static at_status load_args(loader *L, yaml_node_t *n)
+{
+    static const char *const types[] = {"i32", "i64", "f32", "f64"};
+    at_space *s = L->s;
+    if (n->type != YAML_SEQUENCE_NODE || seq_len(n) == 0)
+        return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments' must be a list of arguments",
+                       line_of(n));
+    if (seq_len(n) > AT_MAX_ARGS)
+        return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments': %zu arguments, at most %d",
+                       line_of(n), seq_len(n), AT_MAX_ARGS);
+    bool workspace = false;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *item = get(L, *it);
+        size_t i = s->nargs;
+        at_arg *a = &s->args[i];
+        const char *kind = scalar(item), *name = NULL;
+        yaml_node_t *v = NULL;
+        if (item->type == YAML_MAPPING_NODE && map_len(item) == 1) {
+            kind = scalar(get(L, item->data.mapping.pairs.start->key));
+            v = get(L, item->data.mapping.pairs.start->value);
+            name = scalar(v);
+        }
+        if (kind && strcmp(kind, "workspace") == 0 && !v) {
+            if (workspace)
+                return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments'[%zu]: a second workspace",
+                               line_of(item), i);
+            workspace = true;
+            a->kind = AT_ARG_WORKSPACE;
+            s->nargs++;
+            continue;
+        }
+        if (!v)
+            return at_fail(AT_ERR_TEMPLATE,
+                           "line %zu: 'arguments'[%zu]: expected 'workspace' or one 'KIND: NAME' "
+                           "(KIND: buffer, i32, i64, f32, f64)",
+                           line_of(item), i);
+        if (kind && strcmp(kind, "blob") == 0)
+            return at_fail(AT_ERR_TEMPLATE,
+                           "line %zu: 'arguments'[%zu]: by-value blobs are reserved and not "
+                           "supported yet",
+                           line_of(item), i);
+        int type = -1;
+        for (int t = 0; kind && t < 4; t++)
+            if (strcmp(kind, types[t]) == 0) type = t;
+        if (type < 0 && !(kind && strcmp(kind, "buffer") == 0))
+            return at_fail(AT_ERR_TEMPLATE,
+                           "line %zu: 'arguments'[%zu]: unknown kind '%s' (buffer, i32, i64, f32, "
+                           "f64, workspace)",
+                           line_of(item), i, kind ? kind : "(not a scalar)");
+        if (!is_ident(name))
+            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments'[%zu]: '%s' is not a valid name",
+                           line_of(v), i, name ? name : "(not a scalar)");
+        a->kind = type < 0 ? AT_ARG_BUFFER : AT_ARG_SCALAR;
+        a->type = type < 0 ? AT_ARG_I32 : (at_arg_type)type;
+        if (!(a->name = at_strdup(name))) return oom();
+        s->nargs++;
     }
     return AT_OK;
 }
@@ -603,6 +696,18 @@ static at_status load_doc(loader *L)
     AT_TRY(load_string(L, val[K_NAME], "name", &s->name));
     AT_TRY(load_string(L, val[K_KERNEL], "kernel", &s->kernel));
     AT_TRY(load_string(L, val[K_SOURCE], "source", &s->source));
+    if (val[K_OPERATION]) AT_TRY(load_string(L, val[K_OPERATION], "operation", &s->operation));
+    if (val[K_BACKENDS])
+        AT_TRY(load_list(L, val[K_BACKENDS], "backends", &s->backends, &s->nbackends));
+    if (val[K_DTYPES]) AT_TRY(load_list(L, val[K_DTYPES], "dtypes", &s->dtypes, &s->ndtypes));
+    if (val[K_ARCHS]) AT_TRY(load_list(L, val[K_ARCHS], "archs", &s->archs, &s->narchs));
+    if (val[K_PRIORITY]) {
+        const char *v = scalar(val[K_PRIORITY]);
+        if (!v || at_parse_i64(v, -1000000, 1000000, &s->priority) != 0)
+            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'priority' must be an integer",
+                           line_of(val[K_PRIORITY]));
+    }
+    if (val[K_ARGUMENTS]) AT_TRY(load_args(L, val[K_ARGUMENTS]));
     AT_TRY(load_params(L, val[K_PARAMETERS]));
     if (val[K_PROBLEM])
         AT_TRY(load_names(L, val[K_PROBLEM], "problem", false, &s->problem_vars, &s->nproblem));
@@ -622,7 +727,6 @@ static at_status load_doc(loader *L)
     if (val[K_CONSTRAINTS]) AT_TRY(load_constraints(L, val[K_CONSTRAINTS]));
     if (val[K_DEFINES]) AT_TRY(load_defines(L, val[K_DEFINES]));
     AT_TRY(load_launch(L, val[K_LAUNCH]));
-    if (val[K_FLOPS]) AT_TRY(load_expr(L, val[K_FLOPS], s->nderived, "'flops'", &s->flops));
     if (val[K_WORKSPACE])
         AT_TRY(load_expr(L, val[K_WORKSPACE], s->nderived, "'workspace'", &s->workspace));
     if (val[K_DEFAULTS]) AT_TRY(load_defaults(L, val[K_DEFAULTS]));
@@ -843,16 +947,6 @@ at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3
     return AT_OK;
 }
 
-double at_space_flops(const at_space *s, const int64_t *cfg)
-{
-    if (!s->flops) return 0.0;
-    int64_t slots[MAX_SLOTS];
-    if (!at_space_slots(s, cfg, slots)) return 0.0;
-    bool ok;
-    int64_t v = at_expr_eval(s->flops, slots, &ok);
-    return ok ? (double)v : 0.0;
-}
-
 at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace)
 {
     if (!s || !cfg) return at_fail(AT_ERR_INVALID_ARG, "at_space_memory: NULL argument");
@@ -1013,4 +1107,61 @@ at_status at_config_defines(const at_space *s, const int64_t *cfg, char *buf, si
         n += (size_t)w;
     }
     return AT_OK;
+}
+
+/* ---- identity ---------------------------------------------------------------------------- */
+
+static uint64_t hash_names(uint64_t h, const char *tag, char *const *names, size_t n)
+{
+    h = at_hash_str(h, tag);
+    for (size_t i = 0; i < n; i++) h = at_hash_str(h, names[i]);
+    return h;
+}
+
+static uint64_t hash_exprs(uint64_t h, const char *tag, const at_named_expr *e, size_t n)
+{
+    h = at_hash_str(h, tag);
+    for (size_t i = 0; i < n; i++)
+        h = at_hash_str(at_hash_str(h, e[i].name), at_expr_text(e[i].expr));
+    return h;
+}
+
+static uint64_t hash_expr(uint64_t h, const at_expr *e)
+{
+    return at_hash_str(h, e ? at_expr_text(e) : "");
+}
+
+uint64_t at_space_fingerprint(const at_space *s, uint64_t seed)
+{
+    uint64_t h = at_hash_str(at_hash_str(seed, s->name), s->kernel);
+    for (size_t i = 0; i < s->nparams; i++) {
+        h = at_hash_str(h, s->params[i].name);
+        h = at_hash(h, s->params[i].values, s->params[i].nvalues * sizeof s->params[i].values[0]);
+    }
+    h = hash_names(h, "problem", s->problem_vars, s->nproblem);
+    h = hash_names(h, "device", s->device_vars, s->ndevice);
+    h = hash_exprs(h, "derived", s->derived, s->nderived);
+    h = at_hash_str(h, "constraints");
+    for (size_t i = 0; i < s->nconstraints; i++) h = hash_expr(h, s->constraints[i]);
+    h = hash_exprs(h, "defines", s->defines, s->ndefines);
+    h = at_hash_str(h, "launch");
+    for (int d = 0; d < 3; d++) h = hash_expr(hash_expr(h, s->global[d]), s->local[d]);
+    h = hash_expr(hash_expr(h, s->shared), s->workspace);
+    h = at_hash_str(h, "arguments");
+    for (size_t i = 0; i < s->nargs; i++) {
+        const int64_t kt[2] = {s->args[i].kind, s->args[i].type};
+        h = at_hash_str(at_hash(h, kt, sizeof kt), s->args[i].name ? s->args[i].name : "");
+    }
+    return h;
+}
+
+int at_space_lists(char *const *list, size_t n, const char *name, int arch)
+{
+    if (n == 0) return 1;
+    for (size_t i = 0; i < n && name; i++) {
+        size_t len = strlen(list[i]);
+        if (strncmp(list[i], name, len) == 0 && (name[len] == '\0' || (arch && name[len] == ':')))
+            return 1;
+    }
+    return 0;
 }

@@ -43,13 +43,41 @@ typedef struct at_named_expr {
     at_expr *expr;
 } at_named_expr;
 
+/* One kernel argument of `arguments:`, in the kernel's parameter order. */
+typedef enum at_arg_kind {
+    AT_ARG_BUFFER,    /* `buffer: ROLE`: a device buffer of the operation, by role ("A") */
+    AT_ARG_SCALAR,    /* `i32|i64|f32|f64: NAME`: a value of the problem by name ("m", "alpha") */
+    AT_ARG_WORKSPACE, /* `workspace`: the zeroed scratch, passed only when `workspace:` > 0 */
+    /* Room for a by-value blob (e.g. a CUDA tensor map) that the operation builds per launch:
+     * `blob: NAME` is reserved and refused by the loader until an operation needs it. */
+} at_arg_kind;
+
+typedef enum at_arg_type { AT_ARG_I32, AT_ARG_I64, AT_ARG_F32, AT_ARG_F64 } at_arg_type;
+
+typedef struct at_arg {
+    at_arg_kind kind;
+    at_arg_type type; /* AT_ARG_SCALAR only */
+    char *name;       /* role or value name; NULL for the workspace */
+} at_arg;
+
+#define AT_MAX_ARGS 32
+
 /* A loaded space. Slots: [0, nparams) are the parameters, then the problem variables (in
  * `problem:` order), then the device variables (`device.NAME`), then the derived values (in
  * `derived:` order, each may use the slots before it). */
 typedef struct at_space {
-    char *name;   /* `name:` e.g. "gemm" */
-    char *kernel; /* `kernel:` the kernel function's name */
-    char *source; /* `source:` the template file name, e.g. "gemm.cl" */
+    char *name;      /* `name:` e.g. "gemm_mma" */
+    char *operation; /* `operation:` the operation it implements, e.g. "gemm"; NULL if absent */
+    char *kernel;    /* `kernel:` the kernel function's name */
+    char *source;    /* `source:` the kernel file, relative to the YAML file, e.g. "gemm.cl" */
+    /* Where the template applies (NULL lists: everywhere): `backends:` ("cuda"), `dtypes:`
+     * ("f16"), `archs:` (compile targets "sm_90a"; "gfx90a" also matches "gfx90a:xnack-"), and
+     * `priority:` (the highest-priority template that applies is the default choice). */
+    char **backends, **dtypes, **archs;
+    size_t nbackends, ndtypes, narchs;
+    int64_t priority;
+    at_arg args[AT_MAX_ARGS]; /* `arguments:` */
+    size_t nargs;
     at_param params[AT_MAX_PARAMS];
     size_t nparams;
     char **problem_vars;
@@ -67,7 +95,6 @@ typedef struct at_space {
     size_t launch_dims;
     at_expr *shared;    /* `launch: shared:` dynamic shared memory bytes per block; NULL = 0 */
     at_expr *workspace; /* `workspace:` bytes of zeroed scratch the kernel takes; NULL = 0 */
-    at_expr *flops;     /* `flops:` */
     int64_t *defaults;
     size_t ndefaults; /* `defaults:` list of full configs, nparams each */
     size_t nslots;
@@ -96,13 +123,20 @@ bool at_space_valid(const at_space *s, const int64_t *cfg, char *why, size_t why
  * for the search (*idx, n * nparams uint16, may be NULL). */
 at_status at_space_enumerate(const at_space *s, int64_t **configs, uint16_t **idx, size_t *n);
 
-/* Launch geometry and FLOP count for a config. */
+/* Launch geometry for a config. */
 at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3], size_t local[3]);
-double at_space_flops(const at_space *s, const int64_t *cfg);
 /* Dynamic shared memory bytes per block (`launch: shared:`) and workspace bytes (`workspace:`)
  * of a config; 0 where the space has none. Either output may be NULL. AT_ERR_TEMPLATE when one
  * is negative or cannot be evaluated. */
 at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace);
+/* A hash of what a configuration's code and results depend on: the kernel name, parameters and
+ * their values, problem and device variables, derived values, constraints, defines, launch,
+ * workspace and arguments — not comments, formatting, defaults or where the template applies. */
+uint64_t at_space_fingerprint(const at_space *s, uint64_t seed);
+/* 1 if list (n names) is empty or holds name; for `archs:` an entry also matches name followed
+ * by ":features". */
+int at_space_lists(char *const *list, size_t n, const char *name, int arch);
+
 /* Value of any slot by name (parameter, problem, device or derived) for a config. */
 at_status at_space_value(const at_space *s, const int64_t *cfg, const char *name, int64_t *out);
 

@@ -1,0 +1,127 @@
+/* op.h — operations (GEMM, and whatever comes next) behind one descriptor and a static registry:
+ * everything the generic code (get/tune/fallback, the pipeline, the store) needs of a problem,
+ * so that it never names an operation. docs/adding-an-operation.md says how to add one. */
+#ifndef AT_OP_H
+#define AT_OP_H
+
+#include "tuner/backend.h"
+#include "tuner/space/space.h"
+
+#define AT_MAX_BUFFERS 8
+#define AT_MAX_FIELDS  24
+
+/* A field of an operation's problem: the public description and where its value lives in the
+ * typed problem struct (int64_t for AT_FIELD_INT, an int-sized enum for AT_FIELD_CHOICE, float
+ * for AT_FIELD_REAL). */
+typedef struct at_op_field {
+    at_field_desc d;
+    size_t offset;
+} at_op_field;
+
+/* One buffer of a checked run: host values (f32, exactly representable in dtype) that are
+ * uploaded in the element type before every checked run, and for outputs read back afterwards.
+ * NaN in an output's init marks values the kernel must not read (they poison a wrong result). */
+typedef struct at_op_buffer {
+    at_dtype dtype;
+    size_t count; /* elements */
+    float *init;
+    int output;
+} at_op_buffer;
+
+/* The host side of checking candidates on one problem: buffers in role order, and the
+ * operation's own reference and check state in self. */
+typedef struct at_op_data {
+    at_op_buffer buf[AT_MAX_BUFFERS];
+    void *self;
+} at_op_data;
+
+typedef struct at_op {
+    const char *name; /* "gemm" */
+    const char *help; /* what it computes, for --help */
+    size_t size;      /* bytes of the typed problem (at_gemm_problem) */
+    const at_op_field *fields;
+    size_t nfields;
+    const char *const *roles; /* buffers in at_kernel_launch order, NULL-terminated */
+    /* Checks a problem; AT_ERR_INVALID_ARG names the field and the accepted range. */
+    at_status (*validate)(const void *p);
+    /* The database key of the problem, "gemm/f32/nn/MxNxK". */
+    void (*key)(const void *p, char *buf, size_t len);
+    /* How far the problem with database key `key` (same operation) is from p, for the
+     * nearest-shape fallback; INFINITY when it cannot stand in for p (another dtype, layout). */
+    double (*distance)(const void *p, const char *key);
+    /* The element type name that selects a template by its `dtypes:` ("f16"). */
+    const char *(*dtype)(const void *p);
+    /* Sets the problem variables a template's space declares. */
+    at_status (*bind)(const void *p, at_space *s);
+    /* The value of a scalar kernel argument by name (`i32: m`, `f32: alpha`); AT_ERR_TEMPLATE
+     * for a name the operation does not have. Integers in *i, reals in *f. */
+    at_status (*scalar)(const void *p, const char *name, int64_t *i, double *f);
+    /* Fills d: inputs, outputs' initial contents, and the reference to check against. */
+    at_status (*data_make)(const void *p, at_op_data *d);
+    /* Compares the outputs read back (f32, one array per buffer, NULL for inputs) with the
+     * reference. */
+    at_status (*check)(const void *p, const at_op_data *d, float *const *out, double *max_rel_error,
+                       int *ok);
+    void (*data_free)(at_op_data *d); /* frees the buffers' init and self */
+    /* Work and traffic of one run, for GFLOP/s and GB/s. */
+    double (*flops)(const void *p);
+    double (*bytes)(const void *p);
+    /* Optional: a predicted cost per config of a bound space (lower is better), the model
+     * search's prior; NULL or AT_ERR_UNSUPPORTED for none. */
+    at_status (*prior)(const void *p, const at_space *s, const at_device_info *d,
+                       const int64_t *configs, size_t n, double *out);
+} at_op;
+
+/* ---- the registry -------------------------------------------------------------------------- */
+
+extern const at_op at_op_gemm;
+
+/* The operation by name; NULL if none. */
+const at_op *at_op_find(const char *name);
+/* Adds an operation defined outside the library (tests, tools) — call before any other use,
+ * e.g. from a constructor. AT_ERR_INVALID_ARG for a duplicate name or a full table. */
+at_status at_op_register(const at_op *op);
+
+/* ---- problems ------------------------------------------------------------------------------ */
+
+struct at_problem {
+    const at_op *op;
+    void *data;    /* op->size bytes: the typed problem */
+    uint64_t set;  /* fields set explicitly (bit i: field i) */
+    int owns_data; /* 1 when data is ours to free */
+};
+
+/* A problem viewing a typed struct the caller owns (every field counts as set). */
+at_problem at_problem_view(const at_op *op, const void *typed);
+/* A copy of p with its defaults applied ("=m"), owning its data; NULL when out of memory. */
+at_problem *at_problem_resolve(const at_problem *p);
+/* Checks every field is set and valid (the operation's validate). */
+at_status at_problem_validate(const at_problem *p);
+
+/* ---- kernel arguments ---------------------------------------------------------------------- */
+
+/* One launch's arguments built from a template's `arguments:` list. */
+typedef struct at_arglist {
+    at_karg a[AT_MAX_ARGS];
+    union {
+        int32_t i32;
+        int64_t i64;
+        float f32;
+        double f64;
+        void *ptr;
+    } v[AT_MAX_ARGS];
+    size_t n;
+} at_arglist;
+
+/* Builds the arguments of a template's list (`arguments:`, nargs entries) for problem p:
+ * buffers by role from handles (in the operation's role order; NULL: placeholders), scalars
+ * from the operation, the workspace when ws is not NULL (a config whose `workspace:` is 0 takes
+ * none). The one argument builder: tuning, the library's launch and the test fake all use it.
+ * AT_ERR_TEMPLATE names a role or scalar the operation does not have. */
+at_status at_args_build(const at_arg *args, size_t nargs, const at_problem *p, void *const *handles,
+                        const void *ws, at_arglist *out);
+/* The position of an argument (kind and name; any name for the workspace) in a list of nargs
+ * built with no workspace skipped, -1 if absent. */
+int at_args_index(const at_arg *args, size_t nargs, at_arg_kind kind, const char *name);
+
+#endif

@@ -1,0 +1,333 @@
+/* problem.c — the operation registry, problems as field values any tool can set from text, and
+ * the one builder of kernel arguments from a template's `arguments:` list. */
+#include "tuner/op.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the registry -------------------------------------------------------------------------- */
+
+#define MAX_OPS 16
+
+/* Built-in operations, then those registered at run time (tests, tools). */
+static const at_op *g_ops[MAX_OPS + 1] = {&at_op_gemm};
+static const char *g_names[MAX_OPS + 1] = {"gemm"};
+
+const at_op *at_op_find(const char *name)
+{
+    for (size_t i = 0; name && g_ops[i]; i++)
+        if (strcmp(g_ops[i]->name, name) == 0) return g_ops[i];
+    return NULL;
+}
+
+at_status at_op_register(const at_op *op)
+{
+    if (!op || !op->name) return at_fail(AT_ERR_INVALID_ARG, "at_op_register: no operation");
+    if (at_op_find(op->name))
+        return at_fail(AT_ERR_INVALID_ARG, "operation '%s' is already registered", op->name);
+    if (op->nfields > AT_MAX_FIELDS)
+        return at_fail(AT_ERR_INVALID_ARG, "operation '%s' has more than %d fields", op->name,
+                       AT_MAX_FIELDS);
+    size_t n = 0;
+    while (g_ops[n]) n++;
+    if (n == MAX_OPS) return at_fail(AT_ERR_INVALID_ARG, "too many operations");
+    g_ops[n] = op;
+    g_names[n] = op->name;
+    return AT_OK;
+}
+
+const char *const *at_operations(void) { return g_names; }
+
+const char *at_operation_help(const char *op)
+{
+    const at_op *o = at_op_find(op);
+    return o ? o->help : NULL;
+}
+
+at_status at_operation_field(const char *op, size_t i, at_field_desc *out)
+{
+    const at_op *o = at_op_find(op);
+    if (!o) return at_fail(AT_ERR_INVALID_ARG, "unknown operation '%s'", op ? op : "(null)");
+    if (i >= o->nfields) return AT_ERR_NOT_FOUND;
+    *out = o->fields[i].d;
+    return AT_OK;
+}
+
+const char *const *at_operation_buffers(const char *op)
+{
+    const at_op *o = at_op_find(op);
+    return o ? o->roles : NULL;
+}
+
+/* ---- field values -------------------------------------------------------------------------- */
+
+static const at_op_field *find_field(const at_op *op, const char *name, size_t *index)
+{
+    for (size_t i = 0; name && i < op->nfields; i++)
+        if (strcmp(op->fields[i].d.name, name) == 0) {
+            if (index) *index = i;
+            return &op->fields[i];
+        }
+    return NULL;
+}
+
+/* Parses text into the field's slot of data; AT_ERR_INVALID_ARG names the field. */
+static at_status parse_field(const at_op_field *f, const char *text, void *data)
+{
+    char *slot = (char *)data + f->offset;
+    const at_field_desc *d = &f->d;
+    char *end = NULL;
+    errno = 0;
+    switch (d->kind) {
+    case AT_FIELD_INT: {
+        long long v = text ? strtoll(text, &end, 10) : 0;
+        if (!text || !*text || *end || errno == ERANGE || v < d->lo || v > d->hi)
+            return at_fail(AT_ERR_INVALID_ARG, "%s '%s' is not an integer from %lld to %lld",
+                           d->name, text ? text : "", (long long)d->lo, (long long)d->hi);
+        int64_t x = v;
+        memcpy(slot, &x, sizeof x);
+        return AT_OK;
+    }
+    case AT_FIELD_CHOICE:
+        for (int i = 0; text && d->choices[i]; i++)
+            if (strcmp(text, d->choices[i]) == 0) {
+                memcpy(slot, &i, sizeof i);
+                return AT_OK;
+            }
+        {
+            char list[256] = "";
+            size_t used = 0;
+            for (int i = 0; d->choices[i] && used < sizeof list; i++)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                         d->choices[i]);
+            return at_fail(AT_ERR_INVALID_ARG, "unknown %s '%s' (one of: %s)", d->name,
+                           text ? text : "", list);
+        }
+    case AT_FIELD_REAL: {
+        double v = text ? strtod(text, &end) : 0;
+        if (!text || !*text || *end || !isfinite(v) || fabs(v) > 3.4e38)
+            return at_fail(AT_ERR_INVALID_ARG, "%s '%s' is not a finite number", d->name,
+                           text ? text : "");
+        float x = (float)v;
+        memcpy(slot, &x, sizeof x);
+        return AT_OK;
+    }
+    }
+    return at_fail(AT_ERR_INTERNAL, "field %s has no kind", d->name);
+}
+
+static void format_field(const at_op_field *f, const void *data, char *buf, size_t len)
+{
+    const char *slot = (const char *)data + f->offset;
+    if (f->d.kind == AT_FIELD_INT) {
+        int64_t v;
+        memcpy(&v, slot, sizeof v);
+        snprintf(buf, len, "%lld", (long long)v);
+    } else if (f->d.kind == AT_FIELD_CHOICE) {
+        int v, n = 0;
+        memcpy(&v, slot, sizeof v);
+        while (f->d.choices[n]) n++;
+        snprintf(buf, len, "%s", v >= 0 && v < n ? f->d.choices[v] : "?");
+    } else {
+        float v;
+        memcpy(&v, slot, sizeof v);
+        snprintf(buf, len, "%.9g", (double)v);
+    }
+}
+
+at_problem at_problem_view(const at_op *op, const void *typed)
+{
+    at_problem p = {op, (void *)typed, ~0ull, 0};
+    return p;
+}
+
+at_status at_problem_create(const char *op, at_problem **out)
+{
+    *out = NULL;
+    at_errclear();
+    const at_op *o = at_op_find(op);
+    if (!o) return at_fail(AT_ERR_INVALID_ARG, "unknown operation '%s'", op ? op : "(null)");
+    at_problem *p = calloc(1, sizeof *p);
+    void *data = calloc(1, o->size);
+    if (!p || !data) {
+        free(p);
+        free(data);
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    *p = (at_problem){o, data, 0, 1};
+    for (size_t i = 0; i < o->nfields; i++) {
+        const char *def = o->fields[i].d.def;
+        if (def && def[0] != '=' && parse_field(&o->fields[i], def, data) != AT_OK) {
+            at_problem_destroy(p);
+            return at_fail(AT_ERR_INTERNAL, "operation %s: bad default of %s", o->name,
+                           o->fields[i].d.name);
+        }
+    }
+    *out = p;
+    return AT_OK;
+}
+
+at_status at_problem_set(at_problem *p, const char *field, const char *value)
+{
+    at_errclear();
+    if (!p) return at_fail(AT_ERR_INVALID_ARG, "no problem");
+    size_t i;
+    const at_op_field *f = find_field(p->op, field, &i);
+    if (!f)
+        return at_fail(AT_ERR_INVALID_ARG, "operation %s has no field '%s'", p->op->name,
+                       field ? field : "(null)");
+    AT_TRY(parse_field(f, value, p->data));
+    p->set |= 1ull << i;
+    return AT_OK;
+}
+
+at_problem *at_problem_resolve(const at_problem *p)
+{
+    at_problem *r = calloc(1, sizeof *r);
+    void *data = malloc(p->op->size);
+    if (!r || !data) {
+        free(r);
+        free(data);
+        return NULL;
+    }
+    memcpy(data, p->data, p->op->size);
+    *r = (at_problem){p->op, data, p->set, 1};
+    /* "=m": an unset field takes another field's value (its text, so kinds may differ). */
+    for (size_t i = 0; i < p->op->nfields; i++) {
+        const at_op_field *f = &p->op->fields[i];
+        const at_op_field *from = NULL;
+        size_t j;
+        if ((r->set >> i) & 1 || !f->d.def || f->d.def[0] != '=') continue;
+        if (!(from = find_field(p->op, f->d.def + 1, &j)) || !((r->set >> j) & 1)) continue;
+        char text[64];
+        format_field(from, data, text, sizeof text);
+        if (parse_field(f, text, data) == AT_OK) r->set |= 1ull << i;
+    }
+    /* Fields with a literal default were set when the problem was made. */
+    for (size_t i = 0; i < p->op->nfields; i++)
+        if (p->op->fields[i].d.def && p->op->fields[i].d.def[0] != '=') r->set |= 1ull << i;
+    return r;
+}
+
+at_status at_problem_validate(const at_problem *p)
+{
+    for (size_t i = 0; i < p->op->nfields; i++) {
+        const at_field_desc *d = &p->op->fields[i].d;
+        if ((p->set >> i) & 1) continue;
+        if (d->kind == AT_FIELD_INT)
+            return at_fail(AT_ERR_INVALID_ARG, "%s needs %s (%lld to %lld)", p->op->name, d->name,
+                           (long long)d->lo, (long long)d->hi);
+        return at_fail(AT_ERR_INVALID_ARG, "%s needs %s", p->op->name, d->name);
+    }
+    return p->op->validate(p->data);
+}
+
+at_status at_problem_get(const at_problem *p, const char *field, char *buf, size_t len)
+{
+    at_errclear();
+    if (!p || !buf || !len) return at_fail(AT_ERR_INVALID_ARG, "at_problem_get: NULL argument");
+    buf[0] = '\0';
+    size_t i;
+    const at_op_field *f = find_field(p->op, field, &i);
+    if (!f)
+        return at_fail(AT_ERR_INVALID_ARG, "operation %s has no field '%s'", p->op->name,
+                       field ? field : "(null)");
+    at_problem *r = at_problem_resolve(p);
+    if (!r) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if ((r->set >> i) & 1) format_field(f, r->data, buf, len);
+    at_problem_destroy(r);
+    return AT_OK;
+}
+
+const char *at_problem_operation(const at_problem *p) { return p ? p->op->name : ""; }
+
+at_status at_problem_key(const at_problem *p, char *buf, size_t len)
+{
+    at_errclear();
+    if (!p || !buf || !len) return at_fail(AT_ERR_INVALID_ARG, "at_problem_key: NULL argument");
+    at_problem *r = at_problem_resolve(p);
+    if (!r) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    at_status s = at_problem_validate(r);
+    if (s == AT_OK) r->op->key(r->data, buf, len);
+    at_problem_destroy(r);
+    return s;
+}
+
+const char *at_problem_last_error(void) { return at_errmsg(); }
+
+void at_problem_destroy(at_problem *p)
+{
+    if (!p) return;
+    if (p->owns_data) free(p->data);
+    free(p);
+}
+
+/* ---- kernel arguments ---------------------------------------------------------------------- */
+
+int at_args_index(const at_arg *args, size_t nargs, at_arg_kind kind, const char *name)
+{
+    for (size_t i = 0; i < nargs; i++)
+        if (args[i].kind == kind &&
+            (kind == AT_ARG_WORKSPACE || (name && strcmp(args[i].name, name) == 0)))
+            return (int)i;
+    return -1;
+}
+
+static int role_index(const at_op *op, const char *role)
+{
+    for (int i = 0; op->roles[i]; i++)
+        if (strcmp(op->roles[i], role) == 0) return i;
+    return -1;
+}
+
+at_status at_args_build(const at_arg *args, size_t nargs, const at_problem *p, void *const *handles,
+                        const void *ws, at_arglist *out)
+{
+    static const size_t sizes[] = {
+        [AT_ARG_I32] = 4, [AT_ARG_I64] = 8, [AT_ARG_F32] = 4, [AT_ARG_F64] = 8};
+    out->n = 0;
+    if (!nargs) return at_fail(AT_ERR_TEMPLATE, "the template lists no 'arguments'");
+    for (size_t i = 0; i < nargs; i++) {
+        const at_arg *a = &args[i];
+        at_karg *k = &out->a[out->n];
+        if (a->kind == AT_ARG_WORKSPACE) {
+            if (!ws) continue; /* a config without scratch takes no workspace argument */
+            out->v[out->n].ptr = (void *)ws;
+            *k = (at_karg){sizeof(void *), &out->v[out->n].ptr};
+        } else if (a->kind == AT_ARG_BUFFER) {
+            int r = role_index(p->op, a->name);
+            if (r < 0)
+                return at_fail(AT_ERR_TEMPLATE, "argument %zu: operation %s has no buffer '%s'", i,
+                               p->op->name, a->name);
+            out->v[out->n].ptr = handles ? handles[r] : NULL;
+            *k = (at_karg){sizeof(void *), &out->v[out->n].ptr};
+        } else {
+            int64_t iv = 0;
+            double fv = 0;
+            at_status st = p->op->scalar(p->data, a->name, &iv, &fv);
+            if (st != AT_OK)
+                return at_fail(AT_ERR_TEMPLATE, "argument %zu: operation %s has no value '%s'", i,
+                               p->op->name, a->name);
+            switch (a->type) {
+            case AT_ARG_I32:
+                out->v[out->n].i32 = (int32_t)iv;
+                break;
+            case AT_ARG_I64:
+                out->v[out->n].i64 = iv;
+                break;
+            case AT_ARG_F32:
+                out->v[out->n].f32 = (float)fv;
+                break;
+            case AT_ARG_F64:
+                out->v[out->n].f64 = fv;
+                break;
+            }
+            *k = (at_karg){sizes[a->type], &out->v[out->n]};
+        }
+        out->n++;
+    }
+    return AT_OK;
+}

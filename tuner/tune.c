@@ -1,0 +1,354 @@
+/* tune.c — the tune loop (a search strategy proposes, an evaluator answers, the loop keeps the
+ * count, the best, the trajectory, progress and cancellation), the device evaluator (resume
+ * from the database, compile in the pool while the device times, record every outcome), and a
+ * template's tuning run on either the device or the replay device. */
+#include "tuner/pipeline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AT_BATCH_WRITE 8 /* results per write transaction */
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+void at_loop_clear(at_loop *l)
+{
+    free(l->traj_evals);
+    free(l->traj_config);
+    memset(l, 0, sizeof *l);
+}
+
+/* Takes the outcome of one config: counts it, keeps the best and the trajectory, tells the
+ * search. */
+static at_status account(at_loop *l, at_search *s, size_t c, const at_result_rec *rec)
+{
+    l->evaluated++;
+    if (rec->status != AT_RS_OK) {
+        l->failed++;
+        if (!l->first_failure[0])
+            snprintf(l->first_failure, sizeof l->first_failure, "%s: %s",
+                     at_result_status_name(rec->status), rec->reason);
+    } else if (!l->have_best || rec->median_us < l->best_rec.median_us) {
+        l->have_best = 1;
+        l->best = c;
+        l->best_rec = *rec;
+        size_t n = l->ntrajectory + 1;
+        int64_t *e = realloc(l->traj_evals, n * sizeof *e);
+        if (e) l->traj_evals = e;
+        size_t *k = realloc(l->traj_config, n * sizeof *k);
+        if (k) l->traj_config = k;
+        if (!e || !k) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        l->traj_evals[l->ntrajectory] = l->evaluated;
+        l->traj_config[l->ntrajectory++] = c;
+    }
+    at_search_report(s, c, rec->status == AT_RS_OK ? rec->median_us : INFINITY);
+    return AT_OK;
+}
+
+at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts, at_loop *l)
+{
+    memset(l, 0, sizeof *l);
+    double t0 = at_now();
+    size_t queued = 0;
+    at_status st = AT_OK;
+    while (st == AT_OK) {
+        if (opts->cancel && *opts->cancel) {
+            l->cancelled = 1;
+            break;
+        }
+        /* Keep the evaluator fed (continuously, or one batch at a time on a CPU device). */
+        if (!e->batch || queued == 0) {
+            size_t c;
+            while (st == AT_OK && queued < e->lookahead && at_search_propose(s, 1, &c)) {
+                at_result_rec rec = {0};
+                int now = e->submit(e, c, &rec);
+                if (now < 0)
+                    st = (at_status)now;
+                else if (now)
+                    st = account(l, s, c, &rec);
+                else
+                    queued++;
+            }
+        }
+        if (st != AT_OK || queued == 0) break; /* the search is done */
+        size_t c;
+        at_result_rec rec = {0};
+        at_status ns = e->next(e, l->have_best ? l->best_rec.median_us : 0, &c, &rec);
+        queued--;
+        st = account(l, s, c, &rec);
+        if (ns == AT_ERR_DEVICE_LOST) {
+            l->lost = 1;
+            break;
+        }
+        if (opts->progress) {
+            double elapsed = at_now() - t0, eta = 0;
+            if (opts->max_evals > 0 && l->evaluated < opts->max_evals)
+                eta = elapsed / (double)l->evaluated * (double)(opts->max_evals - l->evaluated);
+            if (opts->max_seconds > 0 && (eta == 0 || opts->max_seconds - elapsed < eta))
+                eta = opts->max_seconds > elapsed ? opts->max_seconds - elapsed : 0;
+            opts->progress(opts->progress_user, l->evaluated, opts->max_evals,
+                           l->have_best ? l->best_rec.median_us : 0, elapsed, eta);
+        }
+    }
+    return st;
+}
+
+/* ---- the device evaluator ------------------------------------------------------------------- */
+
+typedef struct device_eval {
+    at_evaluator ev;
+    at_context *ctx;
+    at_template *t;
+    const char *problem_key;
+    const int64_t *configs; /* the enumerated space */
+    int force;
+    at_pool *pool;
+    at_runner runner;
+    at_job **queue; /* submitted, oldest first: a ring of ev.lookahead */
+    size_t head, count;
+    /* results waiting for their write transaction */
+    char *keys[AT_BATCH_WRITE];
+    at_result_rec recs[AT_BATCH_WRITE];
+    size_t nbatch;
+    at_status write_error;
+    int64_t measured;
+    at_bprog *best_prog; /* the best candidate's program: its binary is stored at the end */
+    char best_options[4096];
+} device_eval;
+
+static char *result_key(device_eval *d, size_t c)
+{
+    char config[512];
+    at_config_format(d->t->space, d->configs + c * d->t->space->nparams, config, sizeof config);
+    return at_db_result_key(d->problem_key, d->ctx->info.key, d->t->hash, config);
+}
+
+static void flush_batch(device_eval *d)
+{
+    if (d->nbatch && d->write_error == AT_OK) {
+        at_status s = at_db_put_results(d->ctx->db, d->nbatch, d->keys, d->recs);
+        if (s != AT_OK) d->write_error = s;
+    }
+    for (size_t i = 0; i < d->nbatch; i++) free(d->keys[i]);
+    d->nbatch = 0;
+}
+
+static int device_submit(at_evaluator *e, size_t c, at_result_rec *rec)
+{
+    device_eval *d = (device_eval *)e;
+    char *key = result_key(d, c);
+    /* Measured before: resume without measuring again. */
+    int known = !d->force && key && at_db_get_result(d->ctx->db, key, rec) == AT_OK;
+    free(key);
+    if (known) return 1;
+    at_job *j = malloc(sizeof *j);
+    if (!j) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    at_pool_submit(d->pool, d->t->space, c, d->configs + c * d->t->space->nparams, j);
+    d->queue[(d->head + d->count++) % d->ev.lookahead] = j;
+    return 0;
+}
+
+static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_result_rec *rec)
+{
+    device_eval *d = (device_eval *)e;
+    at_job *j = d->queue[d->head];
+    d->head = (d->head + 1) % d->ev.lookahead;
+    d->count--;
+    at_pool_wait(d->pool, j);
+    /* Compiling on the cores that also run the kernel (a CPU device) would skew the timing:
+     * the whole batch is compiled before any of it is timed. */
+    for (size_t q = 0; d->ev.batch && q < d->count; q++)
+        at_pool_wait(d->pool, d->queue[(d->head + q) % d->ev.lookahead]);
+    *c = j->cfg;
+    rec->when = at_unix_time();
+    rec->compile_ms = j->compile_ms;
+    int lost = 0;
+    if (j->status != AT_OK) {
+        rec->status = AT_RS_COMPILE_ERROR;
+        snprintf(rec->reason, sizeof rec->reason, "%s", j->reason);
+    } else {
+        at_runner_measure(&d->runner, d->t, d->configs + j->cfg * d->t->space->nparams, j->prog,
+                          best_us, rec, &lost);
+    }
+    d->measured++;
+    d->keys[d->nbatch] = result_key(d, j->cfg);
+    d->recs[d->nbatch] = *rec;
+    if (d->keys[d->nbatch]) d->nbatch++;
+    if (d->nbatch == AT_BATCH_WRITE) flush_batch(d);
+    if (rec->status == AT_RS_OK && (best_us <= 0 || rec->median_us < best_us)) {
+        /* Keep the best program so its binary can be stored without compiling again. */
+        d->ctx->ops->program_free(d->best_prog);
+        d->best_prog = j->prog;
+        j->prog = NULL;
+        snprintf(d->best_options, sizeof d->best_options, "%s", j->options);
+    }
+    d->ctx->ops->program_free(j->prog);
+    free(j);
+    return lost ? AT_ERR_DEVICE_LOST : AT_OK;
+}
+
+static void device_close(device_eval *d)
+{
+    at_pool_stop(d->pool);
+    for (size_t q = 0; d->queue && q < d->count; q++) {
+        at_job *j = d->queue[(d->head + q) % d->ev.lookahead];
+        d->ctx->ops->program_free(j->prog);
+        free(j);
+    }
+    free(d->queue);
+    flush_batch(d);
+    d->ctx->ops->program_free(d->best_prog);
+    at_runner_close(&d->runner);
+}
+
+/* ---- a template's tuning run ---------------------------------------------------------------- */
+
+static int index_of(const int64_t *configs, size_t n, const int64_t *cfg, size_t np)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(configs + i * np, cfg, np * sizeof *cfg) == 0) return (int)i;
+    return -1;
+}
+
+at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
+                           const at_tune_options *opts, at_tune_report *rep, char *best_config,
+                           size_t best_len)
+{
+    at_space *s = t->space;
+    const size_t np = s->nparams;
+    double t0 = at_now();
+    char pkey[256];
+    p->op->key(p->data, pkey, sizeof pkey);
+    int64_t *configs = NULL;
+    uint16_t *idx = NULL;
+    size_t n = 0;
+    AT_TRY(at_space_enumerate(s, &configs, &idx, &n));
+    rep->space = (int64_t)n;
+    rep->space_total = (int64_t)(at_space_total(s) > INT64_MAX ? INT64_MAX : at_space_total(s));
+    if (n == 0) {
+        free(configs);
+        free(idx);
+        return at_fail(AT_ERR_NO_VALID_CONFIG,
+                       "the %s space has no valid configuration for %s on %s", s->name, pkey,
+                       ctx->info.name);
+    }
+
+    /* The template's defaults go first: known-good points give the early-stop rule a bar. */
+    size_t *first = calloc(s->ndefaults + 1, sizeof *first), nfirst = 0;
+    for (size_t d = 0; first && d < s->ndefaults; d++) {
+        int i = index_of(configs, n, s->defaults + d * np, np);
+        if (i >= 0) first[nfirst++] = (size_t)i;
+    }
+    /* The search sees value indices, the values themselves, and the operation's prior. */
+    size_t nvalues[AT_MAX_PARAMS];
+    double vals[AT_MAX_PARAMS][AT_MAX_VALUES];
+    const double *valp[AT_MAX_PARAMS];
+    for (size_t j = 0; j < np; j++) {
+        nvalues[j] = s->params[j].nvalues;
+        for (size_t v = 0; v < nvalues[j]; v++) vals[j][v] = (double)s->params[j].values[v];
+        valp[j] = vals[j];
+    }
+    double *prior = p->op->prior ? malloc(n * sizeof *prior) : NULL;
+    if (prior && p->op->prior(p->data, s, &ctx->info, configs, n, prior) != AT_OK) {
+        free(prior);
+        prior = NULL;
+        at_errclear();
+    }
+
+    /* The evaluator: the replay device answering from a database's records, or the device. */
+    at_recording *recording = NULL;
+    size_t *map = NULL;
+    at_replay_eval replay;
+    device_eval dev = {
+        .ctx = ctx, .t = t, .problem_key = pkey, .configs = configs, .force = opts->force};
+    at_evaluator *ev = &dev.ev;
+    at_status st = AT_OK;
+    if (opts->replay_db) {
+        st = at_replay_open_db(ctx, t, pkey, opts->replay_db, configs, n, &recording, &map);
+        if (st == AT_OK) at_replay_eval_init(&replay, recording, map, opts->replay_db);
+        ev = &replay.ev;
+    } else {
+        int nthreads = at_compile_threads(ctx);
+        dev.ev = (at_evaluator){device_submit, device_next, (size_t)nthreads * 2, ctx->info.is_cpu};
+        dev.queue = calloc(dev.ev.lookahead, sizeof *dev.queue);
+        if (!dev.queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        if (st == AT_OK) st = at_runner_open(&dev.runner, ctx, p);
+        if (st == AT_OK) st = at_pool_start(ctx, t->source, s->kernel, nthreads, &dev.pool);
+    }
+    at_search_space ss = {n, np, idx, nvalues, valp};
+    at_search_options so = {.strategy = opts->strategy,
+                            .seed = opts->seed,
+                            .max_evals = opts->max_evals,
+                            .max_seconds = opts->max_seconds,
+                            .no_improve = opts->no_improve,
+                            .first = first,
+                            .nfirst = nfirst,
+                            .prior = prior,
+                            .clock = opts->replay_db ? at_replay_clock : NULL,
+                            .clock_user = &replay};
+    at_search *search = NULL;
+    if (st == AT_OK) st = at_search_create(&ss, &so, &search);
+    free(first);
+    at_loop loop = {0};
+    if (st == AT_OK) st = at_tune_loop(search, ev, opts, &loop);
+    if (dev.best_prog && loop.have_best)
+        at_binary_store(ctx, t->source, dev.best_options, dev.best_prog);
+    if (!opts->replay_db) {
+        device_close(&dev); /* writes what is still waiting */
+        if (st == AT_OK && dev.write_error != AT_OK) st = dev.write_error;
+    }
+
+    if (st == AT_OK && !loop.have_best && !loop.lost)
+        st = at_fail(AT_ERR_NO_VALID_CONFIG,
+                     "no candidate of %lld evaluated succeeded (first failure: %s)",
+                     (long long)loop.evaluated,
+                     loop.first_failure[0] ? loop.first_failure : "none evaluated");
+    if (st == AT_OK && loop.have_best) {
+        at_config_format(s, configs + loop.best * np, best_config, best_len);
+        rep->best_time_us = loop.best_rec.median_us;
+        rep->best_gflops = p->op->flops(p->data) / (loop.best_rec.median_us * 1e3);
+        rep->best_gbytes_per_s = p->op->bytes(p->data) / (loop.best_rec.median_us * 1e3);
+        rep->best_max_rel_error = loop.best_rec.max_rel_error;
+        snprintf(rep->best_config, sizeof rep->best_config, "%s", best_config);
+        if (!loop.cancelled && !loop.lost && !opts->replay_db) {
+            at_best_rec b = {0};
+            snprintf(b.config, sizeof b.config, "%s", best_config);
+            snprintf(b.template_hash, sizeof b.template_hash, "%s", t->hash);
+            snprintf(b.template_name, sizeof b.template_name, "%s", t->name);
+            b.space = rep->space;
+            b.time_us = rep->best_time_us;
+            b.gflops = rep->best_gflops;
+            b.max_rel_error = rep->best_max_rel_error;
+            b.when = at_unix_time();
+            snprintf(b.compiler, sizeof b.compiler, "%s", ctx->ops->compiler_version(ctx->dev));
+            snprintf(b.driver, sizeof b.driver, "%s", ctx->info.driver);
+            char *key = at_db_best_key(pkey, ctx->info.key);
+            st = key ? at_db_put_best(ctx->db, key, &b, opts->force)
+                     : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+            free(key);
+        }
+    }
+    at_search_free(search);
+    at_recording_free(recording);
+    free(map);
+    free(prior);
+    free(configs);
+    free(idx);
+    rep->evaluated = loop.evaluated;
+    rep->measured = dev.measured;
+    rep->failed = loop.failed;
+    rep->seconds = at_now() - t0;
+    if (st == AT_OK && loop.lost)
+        st = at_fail(AT_ERR_DEVICE_LOST,
+                     "a candidate crashed the device context after %lld candidates; "
+                     "measurements are saved and a run on a new context resumes",
+                     (long long)loop.evaluated);
+    if (st == AT_OK && loop.cancelled)
+        st = at_fail(AT_ERR_INTERRUPTED,
+                     "interrupted after %lld candidates; measurements are saved "
+                     "and the next run resumes",
+                     (long long)loop.evaluated);
+    at_loop_clear(&loop);
+    return st;
+}
