@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "autotune.h"
+#include "tuner/tuner.h" /* at_kernel's from_binary: the binaries table was really used */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,7 @@ static void test_get_tune_hit_nearest(void **state)
     ctx = open_ctx();
     assert_int_equal(at_gemm_get(ctx, &p, AT_GET_NO_FALLBACK, &k, &src), AT_OK);
     assert_int_equal(src, AT_SOURCE_HIT);
+    assert_int_equal(k->from_binary, 1);
     at_kernel_destroy(k);
     at_context_destroy(ctx);
 }

@@ -27,7 +27,7 @@ struct at_bprog {
     char options[1024];
 };
 
-static int g_opens, g_fills, g_launches, g_crashes;
+static int g_opens, g_fills, g_launches, g_crashes, g_compiles;
 static size_t g_shared_max, g_splitk_launches; /* largest dynamic shared size seen; split-K runs */
 
 static int has(const at_bprog *p, const char *define) { return strstr(p->options, define) != NULL; }
@@ -72,6 +72,7 @@ static at_status f_compile(at_bdev *d, const char *src, const char *options, con
 {
     (void)d, (void)src, (void)name;
     *log = NULL;
+    g_compiles++;
     if (strstr(options, "-DBM=16 -DBN=16 ")) {
         *log = strdup("gemm.cl:1: error: deliberately broken");
         return at_fail(AT_ERR_COMPILE, "compile failed");
@@ -89,7 +90,10 @@ static at_status f_binary(at_bprog *p, void **bin, size_t *len)
 static at_status f_load(at_bdev *d, const void *bin, size_t len, const char *name, at_bprog **out,
                         char **log)
 {
-    (void)d, (void)len, (void)name, (void)log;
+    (void)d, (void)name, (void)log;
+    /* A binary is the options it was compiled with: anything else is a broken binary. */
+    if (len < 3 || strncmp(bin, "-D", 2) != 0 || ((const char *)bin)[len - 1] != '\0')
+        return at_fail(AT_ERR_COMPILE, "not a binary of this device");
     *out = calloc(1, sizeof **out);
     snprintf((*out)->options, sizeof(*out)->options, "%s", (const char *)bin);
     return AT_OK;
@@ -362,6 +366,29 @@ static void test_statuses_flush_and_recycle(void **state)
     assert_int_equal(at_gemm_tune(&ctx, &p, &o, &r, NULL), AT_OK);
     assert_int_equal(r.cache_hit, 1);
     assert_int_equal(g_launches, launches);
+
+    /* The best kernel's binary was stored: building it again loads it and compiles nothing. */
+    at_problem gp = at_problem_view(&at_op_gemm, &p);
+    at_template *t = NULL;
+    assert_int_equal(at_template_for(&gp, &ctx.info, NULL, &t), AT_OK);
+    int compiles = g_compiles;
+    assert_int_equal(at_kernel_build(&ctx, t, &gp, r.best_config, &k), AT_OK);
+    assert_int_equal(k->from_binary, 1);
+    assert_int_equal(g_compiles, compiles);
+    at_kernel_destroy(k);
+    /* A broken binary in the table is not trusted: the kernel is compiled from source. */
+    char **keys = NULL;
+    size_t nkeys = 0;
+    assert_int_equal(at_db_keys(ctx.db, "binaries", NULL, &keys, &nkeys), AT_OK);
+    assert_true(nkeys > 0);
+    for (size_t i = 0; i < nkeys; i++)
+        assert_int_equal(at_db_put_binary(ctx.db, keys[i], "broken", 6), AT_OK);
+    at_db_keys_free(keys, nkeys);
+    assert_int_equal(at_kernel_build(&ctx, t, &gp, r.best_config, &k), AT_OK);
+    assert_int_equal(k->from_binary, 0);
+    assert_int_equal(g_compiles, compiles + 1);
+    at_kernel_destroy(k);
+    at_template_free(t);
 
     fake.close(ctx.dev);
     at_db_close(ctx.db);
