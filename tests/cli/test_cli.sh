@@ -33,6 +33,7 @@ json() { python3 -c "import json,sys; d=json.load(open('$work/out.json')); print
 
 # ---- help and discovery -------------------------------------------------------------------
 expect 0 "usage: autotune COMMAND" -- --help
+expect 0 "^autotune [0-9.]+ \(library [0-9.]+, database schema [0-9]+\.[0-9]+\)" -- --version
 for c in gemm space devices db; do expect 0 "usage: autotune $c" -- "$c" --help; done
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 0 "opencl +available" -- devices
@@ -67,6 +68,9 @@ expect 2 "--device '-1'" -- gemm --m 8 --n 8 --device -1
 expect 2 "dtype f16 is not supported on the opencl backend" -- gemm --m 8 --n 8 --dtype f16 --db "$work/db0"
 expect 2 "unexpected argument" -- gemm --m 8 --n 8 extra
 expect 2 "unknown template 'conv'" -- space conv
+expect 2 "unknown template 'nope' \(gemm templates: " -- gemm --m 8 --n 8 --template nope --db "$work/db0"
+expect 2 "template 'gemm_mma' cannot serve .*does not run on the opencl backend" -- gemm --m 8 --n 8 --template gemm_mma --db "$work/db0"
+expect 0 '"template":"gemm"' -- space gemm --json --template gemm --db "$work/db0"
 expect 2 "unknown db command" -- db frob
 expect 2 "--compile needs --arch" -- space gemm --compile
 expect 2 "--arch is for --compile" -- space gemm --arch sm_90a
@@ -75,6 +79,8 @@ expect 2 "opencl backend compiles only for a present device" -- space gemm --bac
 if ldconfig -p | grep -q 'libnvrtc\.so\.1[23] '; then
   expect 0 "2 ok, 0 compile errors" -- space gemm --backend cuda --arch sm_80 --compile --limit 2
   expect 0 '"compiled":2' -- space gemm --arch sm_90a --compile --limit 2 --dtype bf16 --json
+  expect 0 '"template":"gemm_wgmma"' -- space gemm --arch sm_90a --compile --limit 1 --dtype bf16 --json
+  expect 0 '"template":"gemm_mma".*"compiled":1' -- space gemm --arch sm_90a --compile --limit 1 --dtype f16 --template gemm_mma --json
 else
   echo "skip the CUDA compile checks: no NVRTC on this machine"
 fi
@@ -104,7 +110,7 @@ else
   bad "gemm tune failed: $(cat "$work/err")"
 fi
 fields=$(json '" ".join(sorted(d.keys()))' 2>&1)
-for f in backend device problem best candidates cache seconds; do
+for f in backend device problem template best candidates cache seconds; do
   grep -qw "$f" <<<"$fields" && ok "json has $f" || bad "json lacks $f ($fields)"
 done
 [ "$(json 'd["cache"]')" = miss ] && ok "first run is a miss" || bad "first run cache=$(json 'd["cache"]')"
@@ -118,6 +124,8 @@ start=$(date +%s.%N)
 "$AT" gemm --m 37 --n 29 --k 53 --budget 6 --db "$db" --json >"$work/out.json"
 elapsed=$(python3 -c "print($(date +%s.%N) - $start)")
 [ "$(json 'd["cache"]')" = hit ] && ok "second run is a cache hit" || bad "second run cache=$(json 'd["cache"]')"
+json 'd["template"] == "gemm" and d["candidates"]["space"] > 0 and d["candidates"]["evaluated"] == 0' |
+  grep -q True && ok "a hit names its template and the space it was tuned in" || bad "hit: $(cat "$work/out.json")"
 # A hit takes ~0.1 s here; 10 s only catches a hit that tunes again (a loaded CI machine has
 # taken 2.6 s), the JSON's cache field above is the real check.
 python3 -c "import sys; sys.exit(0 if $elapsed < 10.0 else 1)" && ok "cache hit in ${elapsed}s" ||

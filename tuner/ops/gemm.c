@@ -407,8 +407,9 @@ static const char *const g_roles[] = {"A", "B", "C", NULL};
 
 const at_op at_op_gemm = {
     .name = "gemm",
-    .help = "Tunes C = alpha*op(A)*op(B) + beta*C (row-major; f32 on every backend, f16/bf16 on "
-            "CUDA and HIP with f32 accumulation).",
+    .help = "Tunes C = A*B (C = alpha*op(A)*op(B) + beta*C in the library; row-major; f32 on\n"
+            "every backend, f16/bf16 on CUDA and HIP with f32 accumulation) for one problem on one\n"
+            "device.",
     .size = sizeof(at_gemm_problem),
     .fields = g_fields,
     .nfields = sizeof g_fields / sizeof g_fields[0],
