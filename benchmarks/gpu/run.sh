@@ -183,8 +183,8 @@ else
     echo "unknown (no git repository)" > "$OUTDIR/git-rev.txt"
 fi
 # content digest of the sources, so a run on a copy of the tree without .git is identified too
-(cd "$ROOT" && find CMakeLists.txt include tuner templates search cache -type f \
-     \( -name '*.c' -o -name '*.h' -o -name '*.cl' -o -name '*.yaml' -o -name '*.cmake' -o -name CMakeLists.txt \) \
+(cd "$ROOT" && find CMakeLists.txt include base tuner templates search cache -type f \
+     \( -name '*.c' -o -name '*.h' -o -name '*.cl' -o -name '*.cu' -o -name '*.hip' -o -name '*.yaml' -o -name '*.cmake' -o -name CMakeLists.txt \) \
      2> /dev/null | LC_ALL=C sort | xargs sha256sum 2> /dev/null | sha256sum | cut -c1-16) \
     > "$OUTDIR/source-digest.txt" || true
 { echo "git rev: $(cat "$OUTDIR/git-rev.txt")"; echo "source digest: $(cat "$OUTDIR/source-digest.txt")"; } >> "$ENVLOG"
