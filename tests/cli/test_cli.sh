@@ -5,31 +5,10 @@
 set -uo pipefail
 AT=${1:?usage: test_cli.sh path/to/autotune}
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d /tmp/at-cli-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=lib.sh
+. "$here/lib.sh" # $work, ok, bad, expect RC PATTERN -- ARGS, json EXPR, finish
 export AUTOTUNE_DB="$work/default-db"
 unset AUTOTUNE_BACKEND
-pass=0 fail=0
-
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# expect RC PATTERN -- ARGS...: the command exits with RC and stderr+stdout match PATTERN.
-expect() {
-  local rc=$1 pat=$2
-  shift 3
-  local out
-  out=$("$AT" "$@" 2>&1)
-  local got=$?
-  if [ "$got" -eq "$rc" ] && grep -qiE -- "$pat" <<<"$out"; then
-    ok "autotune $* -> $rc"
-  else
-    bad "autotune $* -> $got (want $rc matching '$pat'): $(head -c 400 <<<"$out")"
-  fi
-}
-
-# json FIELD-EXPRESSION: evaluates a Python expression on the JSON in $work/out.json.
-json() { python3 -c "import json,sys; d=json.load(open('$work/out.json')); print($1)"; }
 
 # ---- help and discovery -------------------------------------------------------------------
 expect 0 "usage: autotune COMMAND" -- --help
@@ -373,6 +352,4 @@ h=$("$AT" db list --table results --prefix "gemm/f32/nn/45x39x17|" --db "$db3" |
 expect 0 "^$" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --template "$h" --db "$db3" --output "$work/kt-export2.json"
 cmp -s "$kt" "$work/kt-export2.json" && ok "--template picks the recorded space" || bad "--template export differs"
 
-echo
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

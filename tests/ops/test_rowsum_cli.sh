@@ -5,25 +5,9 @@
 #   tests/ops/test_rowsum_cli.sh path/to/autotune_rowsum
 set -uo pipefail
 AT=${1:?usage: test_rowsum_cli.sh path/to/autotune_rowsum}
-work=$(mktemp -d /tmp/at-rowsum-cli-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=../cli/lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/../cli/lib.sh" # $work, ok, bad, expect, json, finish
 db="$work/db"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-expect() {
-  local rc=$1 pat=$2
-  shift 3
-  local out
-  out=$("$AT" "$@" 2>&1)
-  local got=$?
-  if [ "$got" -eq "$rc" ] && grep -qiE -- "$pat" <<<"$out"; then
-    ok "autotune $* -> $rc"
-  else
-    bad "autotune $* -> $got (want $rc matching '$pat'): $(head -c 400 <<<"$out")"
-  fi
-}
-json() { python3 -c "import json,sys; d=json.load(open('$work/out.json')); print($1)"; }
 
 expect 0 "rowsum +tune one rowsum problem" -- --help
 expect 0 "usage: autotune rowsum --rows R --cols C" -- rowsum --help
@@ -50,6 +34,4 @@ json 'd["candidates"]["measured"] == 0 and d["candidates"]["evaluated"] == d["ca
   grep -q True && ok "rowsum --replay answers from the records" || bad "replay: $(cat "$work/out.json" "$work/err")"
 expect 0 '"template":"gemm"' -- space gemm --m 64 --n 64 --json --db "$db"
 
-echo
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
