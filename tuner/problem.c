@@ -28,9 +28,12 @@ at_status at_op_register(const at_op *op)
     if (!op || !op->name) return at_fail(AT_ERR_INVALID_ARG, "at_op_register: no operation");
     if (at_op_find(op->name))
         return at_fail(AT_ERR_INVALID_ARG, "operation '%s' is already registered", op->name);
-    if (op->nfields > AT_MAX_FIELDS)
-        return at_fail(AT_ERR_INVALID_ARG, "operation '%s' has more than %d fields", op->name,
-                       AT_MAX_FIELDS);
+    size_t nroles = 0;
+    while (op->roles && op->roles[nroles]) nroles++;
+    if (op->nfields > AT_MAX_FIELDS || nroles == 0 || nroles > AT_MAX_BUFFERS)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "operation '%s' needs at most %d fields and 1 to %d buffers", op->name,
+                       AT_MAX_FIELDS, AT_MAX_BUFFERS);
     size_t n = 0;
     while (g_ops[n]) n++;
     if (n == MAX_OPS) return at_fail(AT_ERR_INVALID_ARG, "too many operations");
