@@ -186,11 +186,13 @@ static void test_open_create(void **state)
     assert_string_equal(at_db_path(db), path);
     collect c = {0};
     assert_int_equal(at_db_scan(db, "meta", NULL, collect_fn, &c), AT_OK);
-    assert_int_equal(c.n, 2);
+    assert_int_equal(c.n, 3);
     assert_string_equal(c.keys[0], "created_by");
     assert_string_equal(c.values[0], "autotune " AT_VERSION_STRING);
     assert_string_equal(c.keys[1], "schema");
-    assert_string_equal(c.values[1], "1");
+    assert_string_equal(c.values[1], "2");
+    assert_string_equal(c.keys[2], "schema_minor");
+    assert_string_equal(c.values[2], "0");
     at_db_close(db);
     at_db_close(NULL);
 
@@ -246,12 +248,12 @@ static void test_results_roundtrip(void **state)
     char text[2048];
     at_result_rec_format(&r, text, sizeof text);
     assert_null(strchr(text, '\n'));
-    assert_non_null(strstr(text, "v1 status=wrong_result median_us=0.10000000000000001 "));
+    assert_non_null(strstr(text, "v2 status=wrong_result median_us=0.10000000000000001 "));
     assert_non_null(strstr(text, "reason=\"error: \\\"x\\\" differs\\nat C[3,4] \\\\ got"));
     /* Truncation into a small buffer stays NUL-terminated. */
     char small[10];
     at_result_rec_format(&r, small, sizeof small);
-    assert_string_equal(small, "v1 status");
+    assert_string_equal(small, "v2 status");
 
     /* Overwrite with a new measurement. */
     r = sample_result(0);
@@ -712,7 +714,7 @@ static void test_newer_schema(void **state)
     at_db *db = (at_db *)1;
     assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_VERSION);
     assert_null(db);
-    assert_non_null(strstr(at_errmsg(), "newer autotune (schema 99 > 1)"));
+    assert_non_null(strstr(at_errmsg(), "newer autotune (schema 99 > 2)"));
     assert_file_is(file, before, n);
     assert_int_equal(at_db_open(path, 1, &db), AT_ERR_DB_VERSION);
     assert_file_is(file, before, n);
