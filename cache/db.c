@@ -181,6 +181,16 @@ static at_status get_copy(at_db *db, int table, const char *key, char **out, siz
     return s;
 }
 
+/* get_copy of a checked key, under the handle's lock. */
+static at_status get_locked(at_db *db, int table, const char *key, char **out, size_t *len)
+{
+    AT_TRY(enter(db));
+    at_status s = check_key(db, key);
+    if (s == AT_OK) s = get_copy(db, table, key, out, len);
+    leave(db);
+    return s;
+}
+
 /* ---- open / close ----------------------------------------------------------------------- */
 
 static at_status mkdir_p(const char *path)
@@ -602,12 +612,9 @@ static at_status append_record(const at_db *db, const rec_kind *k, at_sbuf *b, c
 static at_status get_record(at_db *db, const rec_kind *k, const char *key, void *out)
 {
     if (!out) return at_fail(AT_ERR_INVALID_ARG, "reading %s: out is NULL", k->what);
-    AT_TRY(enter(db));
-    at_status s = check_key(db, key);
     char *text = NULL;
     size_t len = 0;
-    if (s == AT_OK) s = get_copy(db, k->table, key, &text, &len);
-    leave(db);
+    at_status s = get_locked(db, k->table, key, &text, &len);
     if (s != AT_OK) return s;
     s = k->parse(text, len, out);
     if (s != AT_OK) s = record_fail(s, db, k, key, "does not parse");
@@ -736,13 +743,9 @@ at_status at_db_put_binary(at_db *db, const char *hash, const void *bin, size_t 
 at_status at_db_get_binary(at_db *db, const char *hash, void **bin, size_t *len)
 {
     if (!bin || !len) return at_fail(AT_ERR_INVALID_ARG, "at_db_get_binary: NULL argument");
-    AT_TRY(enter(db));
-    at_status s = check_key(db, hash);
     char *data = NULL;
     size_t n = 0;
-    if (s == AT_OK) s = get_copy(db, T_BINARIES, hash, &data, &n);
-    leave(db);
-    if (s != AT_OK) return s;
+    AT_TRY(get_locked(db, T_BINARIES, hash, &data, &n));
     *bin = data;
     *len = n;
     return AT_OK;

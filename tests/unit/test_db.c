@@ -8,10 +8,11 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "cache/db.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,30 +22,6 @@
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static int make_tmp(void **state)
-{
-    char tmpl[] = "/tmp/at_test_db_XXXXXX";
-    char *d = mkdtemp(tmpl);
-    assert_non_null(d);
-    *state = strdup(d);
-    return 0;
-}
-
-static int remove_tmp(void **state)
-{
-    if (*state) nftw(*state, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(*state);
-    return 0;
-}
 
 static char *sub(void **state, const char *name)
 {
@@ -912,43 +889,43 @@ static void meta_value(at_db *db, const char *key, char *out, size_t len)
         if (strcmp(c.keys[i], key) == 0) snprintf(out, len, "%s", c.values[i]);
 }
 
+/* Sets meta/schema of the database at path (not open here) and checks that a read-write and a
+ * read-only open both refuse it with AT_ERR_DB_VERSION and a message naming the file and
+ * holding want, leaving data.mdb byte-for-byte as it was. */
+static void assert_refused(const char *path, const char *file, const char *schema, const char *want)
+{
+    raw_put(path, "meta", "schema", schema);
+    size_t n = 0;
+    char *before = slurp(file, &n);
+    for (int readonly = 0; readonly <= 1; readonly++) {
+        at_db *db = (at_db *)1;
+        assert_int_equal(at_db_open(path, readonly, &db), AT_ERR_DB_VERSION);
+        assert_null(db);
+        assert_non_null(strstr(at_errmsg(), file));
+        assert_non_null(strstr(at_errmsg(), want));
+        assert_file_is(file, before, n);
+    }
+    free(before);
+}
+
 static void test_newer_schema(void **state)
 {
     char *path = sub(state, "db");
     at_db_close(open_ok(path));
-    raw_put(path, "meta", "schema", "99");
     char *file = sub(state, "db/data.mdb");
-    size_t n = 0;
-    char *before = slurp(file, &n);
-    at_db *db = (at_db *)1;
-    assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_VERSION);
-    assert_null(db);
-    assert_non_null(strstr(at_errmsg(), "newer autotune (schema 99 > 2)"));
-    assert_file_is(file, before, n);
-    assert_int_equal(at_db_open(path, 1, &db), AT_ERR_DB_VERSION);
-    assert_file_is(file, before, n);
-    free(before);
+    assert_refused(path, file, "99", "newer autotune (schema 99 > 2)");
 
     raw_put(path, "meta", "schema", "abc");
-    before = slurp(file, &n);
+    size_t n = 0;
+    char *before = slurp(file, &n);
+    at_db *db = NULL;
     assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_CORRUPT);
     assert_non_null(strstr(at_errmsg(), "not a number"));
     assert_file_is(file, before, n);
     free(before);
 
-    /* One major above ours, read-write and read-only: refused, the message names the file and
-     * both schemas, the file is byte-for-byte untouched. */
-    raw_put(path, "meta", "schema", "3");
-    before = slurp(file, &n);
-    db = (at_db *)1;
-    assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_VERSION);
-    assert_null(db);
-    assert_non_null(strstr(at_errmsg(), file));
-    assert_non_null(strstr(at_errmsg(), "(schema 3 > 2)"));
-    assert_file_is(file, before, n);
-    assert_int_equal(at_db_open(path, 1, &db), AT_ERR_DB_VERSION);
-    assert_file_is(file, before, n);
-    free(before);
+    /* One major above ours. */
+    assert_refused(path, file, "3", "(schema 3 > 2)");
 
     /* A newer minor of our major opens and is written; its minor is kept. */
     raw_put(path, "meta", "schema", "2");

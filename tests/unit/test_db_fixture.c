@@ -11,10 +11,11 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "cache/db.h"
 #include "cache/recording.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,21 +35,13 @@ typedef struct fixture {
     size_t n;
 } fixture;
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 /* Copies the committed fixture into a fresh temporary directory. */
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    char tmpl[] = "/tmp/at_test_fixture_XXXXXX";
-    assert_non_null(mkdtemp(tmpl));
-    f->tmp = strdup(tmpl);
+    void *tmp = NULL;
+    make_tmp(&tmp);
+    f->tmp = tmp;
     assert_true(asprintf(&f->db, "%s/db", f->tmp) > 0);
     assert_true(asprintf(&f->file, "%s/data.mdb", f->db) > 0);
     assert_int_equal(mkdir(f->db, 0755), 0);
@@ -64,8 +57,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    nftw(f->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(f->tmp);
+    void *tmp = f->tmp;
+    remove_tmp(&tmp);
     free(f->db);
     free(f->file);
     free(f->orig);
