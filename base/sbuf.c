@@ -51,6 +51,13 @@ void at_sb_printf(at_sbuf *b, const char *fmt, ...)
     b->n += (size_t)need;
 }
 
+void at_sb_clear(at_sbuf *b)
+{
+    b->n = 0;
+    b->oom = 0;
+    if (b->p) b->p[0] = '\0';
+}
+
 const char *at_sb_str(const at_sbuf *b) { return b->p && !b->oom ? b->p : ""; }
 
 char *at_sb_take(at_sbuf *b)

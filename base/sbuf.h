@@ -16,6 +16,8 @@ void at_sb_put(at_sbuf *b, const char *s, size_t len);
 void at_sb_puts(at_sbuf *b, const char *s);
 void at_sb_putc(at_sbuf *b, char c);
 void at_sb_printf(at_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Starts over: empty and oom cleared, the allocation kept for reuse. */
+void at_sb_clear(at_sbuf *b);
 /* The text so far ("" when empty). */
 const char *at_sb_str(const at_sbuf *b);
 /* Hands the malloc'd text to the caller (NULL after an allocation failure) and resets b. */

@@ -1,7 +1,7 @@
 /* db.c — the LMDB store: one environment per directory, named tables meta, results, best and
- * binaries. Values of results and best are readable one-line text (see at_result_rec_format);
- * binaries are raw bytes. Every write is one write transaction; MDB_MAP_FULL grows the map and
- * retries the whole batch. */
+ * binaries. Values of results and best are versioned one-line text records (record.h), the
+ * schema version is in meta (docs/database.md); binaries are raw bytes. Every write is one write
+ * transaction; MDB_MAP_FULL grows the map and retries the whole batch. */
 #define _GNU_SOURCE
 #include "db.h"
 
@@ -36,7 +36,9 @@ struct at_db {
     MDB_env *env;
     MDB_dbi dbi[T_COUNT];
     char *path;
+    char *file; /* path/data.mdb, for messages */
     int readonly;
+    int ready;            /* the tables are open: write transactions check the schema first */
     pthread_mutex_t lock; /* one transaction at a time per handle */
 };
 
@@ -72,304 +74,6 @@ static at_status check_key(at_db *db, const char *key)
         return at_fail(AT_ERR_INVALID_ARG, "database key too long (%zu bytes > %zu): %.80s...", n,
                        max, key);
     return AT_OK;
-}
-
-/* Growing string buffer used by the formatters. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_reserve(sbuf *b, size_t extra)
-{
-    if (b->oom || b->n + extra + 1 <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + extra + 1) cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np) {
-        b->oom = 1;
-        return;
-    }
-    b->p = np;
-    b->cap = cap;
-}
-
-static void sb_putc(sbuf *b, char c)
-{
-    sb_reserve(b, 1);
-    if (b->oom) return;
-    b->p[b->n++] = c;
-    b->p[b->n] = '\0';
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) {
-        b->oom = 1;
-        return;
-    }
-    sb_reserve(b, (size_t)need);
-    if (b->oom) return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)need;
-}
-
-/* Appends s quoted, escaping \ " and control characters. */
-static void sb_quoted(sbuf *b, const char *s)
-{
-    sb_putc(b, '"');
-    for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
-        switch (*q) {
-        case '"':
-            sb_printf(b, "\\\"");
-            break;
-        case '\\':
-            sb_printf(b, "\\\\");
-            break;
-        case '\n':
-            sb_printf(b, "\\n");
-            break;
-        case '\r':
-            sb_printf(b, "\\r");
-            break;
-        case '\t':
-            sb_printf(b, "\\t");
-            break;
-        default:
-            if (*q < 0x20 || *q == 0x7f)
-                sb_printf(b, "\\x%02x", *q);
-            else
-                sb_putc(b, (char)*q);
-        }
-    }
-    sb_putc(b, '"');
-}
-
-static void sb_to_buf(const sbuf *b, char *buf, size_t len)
-{
-    if (!buf || len == 0) return;
-    if (b->oom || !b->p) {
-        buf[0] = '\0';
-        return;
-    }
-    size_t n = b->n < len - 1 ? b->n : len - 1;
-    memcpy(buf, b->p, n);
-    buf[n] = '\0';
-}
-
-/* ---- record texts ----------------------------------------------------------------------- */
-
-static const char *const k_status_names[AT_RS_COUNT] = {
-    "ok", "compile_error", "resource_limit", "launch_error", "wrong_result", "timeout", "crashed"};
-
-const char *at_result_status_name(at_result_status s)
-{
-    if ((int)s < 0 || s >= AT_RS_COUNT) return "unknown";
-    return k_status_names[s];
-}
-
-int at_result_status_parse(const char *name)
-{
-    if (!name) return -1;
-    for (int i = 0; i < AT_RS_COUNT; i++)
-        if (strcmp(name, k_status_names[i]) == 0) return i;
-    return -1;
-}
-
-static void result_text(sbuf *b, const at_result_rec *r)
-{
-    sb_printf(b,
-              "v1 status=%s median_us=%.17g min_us=%.17g max_us=%.17g reps=%lld early_stop=%d "
-              "err=%.17g compile_ms=%.17g when=%lld reason=",
-              at_result_status_name(r->status), r->median_us, r->min_us, r->max_us,
-              (long long)r->reps, r->early_stop, r->max_rel_error, r->compile_ms,
-              (long long)r->when);
-    char reason[sizeof r->reason];
-    memcpy(reason, r->reason, sizeof reason);
-    reason[sizeof reason - 1] = '\0';
-    sb_quoted(b, reason);
-}
-
-static void best_text(sbuf *b, const at_best_rec *r)
-{
-    char config[sizeof r->config], hash[sizeof r->template_hash];
-    char compiler[sizeof r->compiler], driver[sizeof r->driver];
-    snprintf(config, sizeof config, "%s", r->config);
-    snprintf(hash, sizeof hash, "%s", r->template_hash);
-    snprintf(compiler, sizeof compiler, "%s", r->compiler);
-    snprintf(driver, sizeof driver, "%s", r->driver);
-    sb_printf(b, "v1 config=");
-    sb_quoted(b, config);
-    sb_printf(b, " hash=%s time_us=%.17g gflops=%.17g err=%.17g when=%lld compiler=", hash,
-              r->time_us, r->gflops, r->max_rel_error, (long long)r->when);
-    sb_quoted(b, compiler);
-    sb_printf(b, " driver=");
-    sb_quoted(b, driver);
-}
-
-void at_result_rec_format(const at_result_rec *r, char *buf, size_t len)
-{
-    sbuf b = {0};
-    if (r) result_text(&b, r);
-    sb_to_buf(&b, buf, len);
-    free(b.p);
-}
-
-void at_best_rec_format(const at_best_rec *r, char *buf, size_t len)
-{
-    sbuf b = {0};
-    if (r) best_text(&b, r);
-    sb_to_buf(&b, buf, len);
-    free(b.p);
-}
-
-/* Strict parser over a length-bounded text: fields in the order the formatter writes them. */
-typedef struct parser {
-    const char *p, *end;
-} parser;
-
-static int p_lit(parser *ps, const char *lit)
-{
-    size_t n = strlen(lit);
-    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, lit, n) != 0) return -1;
-    ps->p += n;
-    return 0;
-}
-
-/* A bare token up to the next space or the end, into tok (NUL-terminated). */
-static int p_token(parser *ps, char *tok, size_t cap)
-{
-    size_t n = 0;
-    while (ps->p < ps->end && *ps->p != ' ') {
-        if (*ps->p == '\0' || n + 1 >= cap) return -1;
-        tok[n++] = *ps->p++;
-    }
-    tok[n] = '\0';
-    return 0;
-}
-
-static int p_double(parser *ps, const char *key, double *out)
-{
-    char tok[64];
-    if (p_lit(ps, key) || p_token(ps, tok, sizeof tok) || !tok[0]) return -1;
-    char *e = NULL;
-    errno = 0;
-    double v = strtod(tok, &e);
-    if (*e != '\0' || e == tok) return -1;
-    *out = v;
-    return 0;
-}
-
-static int p_int(parser *ps, const char *key, int64_t lo, int64_t hi, int64_t *out)
-{
-    char tok[32];
-    if (p_lit(ps, key) || p_token(ps, tok, sizeof tok)) return -1;
-    return at_parse_i64(tok, lo, hi, out);
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static int p_quoted(parser *ps, const char *key, char *out, size_t cap)
-{
-    if (p_lit(ps, key) || p_lit(ps, "\"")) return -1;
-    size_t n = 0;
-    for (;;) {
-        if (ps->p >= ps->end) return -1;
-        char c = *ps->p++;
-        if (c == '"') break;
-        if ((unsigned char)c < 0x20) return -1;
-        if (c == '\\') {
-            if (ps->p >= ps->end) return -1;
-            char e = *ps->p++;
-            switch (e) {
-            case '"':
-                c = '"';
-                break;
-            case '\\':
-                c = '\\';
-                break;
-            case 'n':
-                c = '\n';
-                break;
-            case 'r':
-                c = '\r';
-                break;
-            case 't':
-                c = '\t';
-                break;
-            case 'x': {
-                if (ps->end - ps->p < 2) return -1;
-                int h = hexval(ps->p[0]), l = hexval(ps->p[1]);
-                if (h < 0 || l < 0 || (h == 0 && l == 0)) return -1;
-                c = (char)(h * 16 + l);
-                ps->p += 2;
-                break;
-            }
-            default:
-                return -1;
-            }
-        }
-        if (n + 1 >= cap) return -1;
-        out[n++] = c;
-    }
-    out[n] = '\0';
-    return 0;
-}
-
-static int parse_result(const char *s, size_t len, at_result_rec *r)
-{
-    parser ps = {s, s + len};
-    memset(r, 0, sizeof *r);
-    char st[32];
-    int64_t reps, early, when;
-    if (p_lit(&ps, "v1 status=") || p_token(&ps, st, sizeof st)) return -1;
-    int code = at_result_status_parse(st);
-    if (code < 0) return -1;
-    r->status = (at_result_status)code;
-    if (p_double(&ps, " median_us=", &r->median_us) || p_double(&ps, " min_us=", &r->min_us) ||
-        p_double(&ps, " max_us=", &r->max_us) || p_int(&ps, " reps=", 0, INT64_MAX, &reps) ||
-        p_int(&ps, " early_stop=", 0, 1, &early) || p_double(&ps, " err=", &r->max_rel_error) ||
-        p_double(&ps, " compile_ms=", &r->compile_ms) ||
-        p_int(&ps, " when=", INT64_MIN, INT64_MAX, &when) ||
-        p_quoted(&ps, " reason=", r->reason, sizeof r->reason))
-        return -1;
-    if (ps.p != ps.end) return -1;
-    r->reps = reps;
-    r->early_stop = (int)early;
-    r->when = when;
-    return 0;
-}
-
-static int parse_best(const char *s, size_t len, at_best_rec *r)
-{
-    parser ps = {s, s + len};
-    memset(r, 0, sizeof *r);
-    int64_t when;
-    if (p_quoted(&ps, "v1 config=", r->config, sizeof r->config) || p_lit(&ps, " hash=") ||
-        p_token(&ps, r->template_hash, sizeof r->template_hash) ||
-        p_double(&ps, " time_us=", &r->time_us) || p_double(&ps, " gflops=", &r->gflops) ||
-        p_double(&ps, " err=", &r->max_rel_error) ||
-        p_int(&ps, " when=", INT64_MIN, INT64_MAX, &when) ||
-        p_quoted(&ps, " compiler=", r->compiler, sizeof r->compiler) ||
-        p_quoted(&ps, " driver=", r->driver, sizeof r->driver))
-        return -1;
-    if (ps.p != ps.end) return -1;
-    r->when = when;
-    return 0;
 }
 
 /* ---- transactions ----------------------------------------------------------------------- */
@@ -408,6 +112,8 @@ static at_status grow_map(at_db *db)
  * code in *mdb_rc (so MDB_MAP_FULL can be retried). */
 typedef at_status (*write_fn)(at_db *db, MDB_txn *txn, void *ctx, int *mdb_rc);
 
+static at_status meta_sync(at_db *db, MDB_txn *txn, int *mdb_rc);
+
 static at_status write_txn(at_db *db, write_fn fn, void *ctx)
 {
     if (db->readonly) return at_fail(AT_ERR_DB, "database %s is open read-only", db->path);
@@ -415,7 +121,8 @@ static at_status write_txn(at_db *db, write_fn fn, void *ctx)
         MDB_txn *txn = NULL;
         AT_TRY(txn_begin(db, 0, &txn));
         int mrc = MDB_SUCCESS;
-        at_status s = fn(db, txn, ctx, &mrc);
+        at_status s = db->ready ? meta_sync(db, txn, &mrc) : AT_OK;
+        if (s == AT_OK) s = fn(db, txn, ctx, &mrc);
         if (s == AT_OK) {
             mrc = mdb_txn_commit(txn);
             if (mrc == MDB_SUCCESS) return AT_OK;
@@ -471,6 +178,16 @@ static at_status get_copy(at_db *db, int table, const char *key, char **out, siz
         }
     }
     mdb_txn_abort(txn);
+    return s;
+}
+
+/* get_copy of a checked key, under the handle's lock. */
+static at_status get_locked(at_db *db, int table, const char *key, char **out, size_t *len)
+{
+    AT_TRY(enter(db));
+    at_status s = check_key(db, key);
+    if (s == AT_OK) s = get_copy(db, table, key, out, len);
+    leave(db);
     return s;
 }
 
@@ -574,11 +291,73 @@ static at_status precheck_file(const char *file, int *exists)
     return AT_OK;
 }
 
+/* ---- meta: the schema ------------------------------------------------------------------- */
+
+/* Reads the integer meta/key (>= lo); an absent optional key reads as lo. */
+static at_status meta_int(at_db *db, MDB_txn *txn, MDB_dbi meta, const char *key, int required,
+                          int64_t lo, int64_t *out)
+{
+    MDB_val k = {strlen(key), (void *)key}, v;
+    int rc = mdb_get(txn, meta, &k, &v);
+    if (rc == MDB_NOTFOUND && !required) {
+        *out = lo;
+        return AT_OK;
+    }
+    if (rc != MDB_SUCCESS)
+        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s: %s)", db->file, key,
+                       mdb_strerror(rc));
+    char buf[32];
+    if (v.mv_size == 0 || v.mv_size >= sizeof buf)
+        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (bad %s value)", db->file,
+                       key);
+    memcpy(buf, v.mv_data, v.mv_size);
+    buf[v.mv_size] = '\0';
+    if (at_parse_i64(buf, lo, INT64_MAX, out) != 0)
+        return at_fail(AT_ERR_DB_CORRUPT,
+                       "%s is not an autotune database (%s '%s' is not a number)", db->file, key,
+                       buf);
+    return AT_OK;
+}
+
+/* The file's schema: `schema` (major, required) and `schema_minor` (0 when absent, as in
+ * schema 1). A newer major than ours is AT_ERR_DB_VERSION. */
+static at_status read_schema(at_db *db, MDB_txn *txn, MDB_dbi meta, int64_t *major, int64_t *minor)
+{
+    AT_TRY(meta_int(db, txn, meta, "schema", 1, 1, major));
+    if (*major > AT_DB_SCHEMA)
+        return at_fail(AT_ERR_DB_VERSION,
+                       "%s was written by a newer autotune (schema %lld > %d); upgrade autotune "
+                       "or use another --db",
+                       db->file, (long long)*major, AT_DB_SCHEMA);
+    return meta_int(db, txn, meta, "schema_minor", 0, 0, minor);
+}
+
+/* Writes this release's schema into meta: for a new file, or upgrading an older one. */
+static at_status put_schema(at_db *db, MDB_txn *txn, MDB_dbi meta, int *mdb_rc)
+{
+    char major[24], minor[24];
+    snprintf(major, sizeof major, "%d", AT_DB_SCHEMA);
+    snprintf(minor, sizeof minor, "%d", AT_DB_SCHEMA_MINOR);
+    AT_TRY(put_one(db, txn, meta, "schema", major, strlen(major), mdb_rc, "meta"));
+    return put_one(db, txn, meta, "schema_minor", minor, strlen(minor), mdb_rc, "meta");
+}
+
+/* First in every write transaction: refuses a file another process has moved to a newer major
+ * since we opened it, and upgrades an older schema or minor. Only meta changes: records of
+ * every version are read, and each record written is the current version. */
+static at_status meta_sync(at_db *db, MDB_txn *txn, int *mdb_rc)
+{
+    int64_t major, minor;
+    AT_TRY(read_schema(db, txn, db->dbi[T_META], &major, &minor));
+    if (major == AT_DB_SCHEMA && minor >= AT_DB_SCHEMA_MINOR) return AT_OK;
+    return put_schema(db, txn, db->dbi[T_META], mdb_rc);
+}
+
 typedef enum { META_OK, META_EMPTY } meta_state;
 
 /* Reads meta in a read transaction: META_EMPTY for a brand-new environment (no tables at all),
- * META_OK for a valid schema; errors for anything else. */
-static at_status check_meta(at_db *db, const char *file, meta_state *state)
+ * META_OK for a schema we read; errors for anything else. */
+static at_status check_meta(at_db *db, meta_state *state)
 {
     MDB_txn *txn = NULL;
     AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
@@ -591,46 +370,20 @@ static at_status check_meta(at_db *db, const char *file, meta_state *state)
         rc = mdb_dbi_open(txn, NULL, 0, &main_dbi);
         if (rc == MDB_SUCCESS) rc = mdb_stat(txn, main_dbi, &ms);
         if (rc != MDB_SUCCESS)
-            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", file,
+            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", db->file,
                         mdb_strerror(rc));
         else if (ms.ms_entries == 0)
             *state = META_EMPTY;
         else
-            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (no meta table)", file);
-        mdb_txn_abort(txn);
-        return s;
-    }
-    if (rc != MDB_SUCCESS) {
-        mdb_txn_abort(txn);
-        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (meta table: %s)", file,
-                       mdb_strerror(rc));
-    }
-    MDB_val k = {6, "schema"}, v;
-    rc = mdb_get(txn, meta, &k, &v);
-    if (rc != MDB_SUCCESS) {
-        s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (schema: %s)", file,
+            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (no meta table)",
+                        db->file);
+    } else if (rc != MDB_SUCCESS) {
+        s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (meta table: %s)", db->file,
                     mdb_strerror(rc));
     } else {
-        char buf[32];
-        int64_t schema = -1;
-        if (v.mv_size == 0 || v.mv_size >= sizeof buf) {
-            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (bad schema value)",
-                        file);
-        } else {
-            memcpy(buf, v.mv_data, v.mv_size);
-            buf[v.mv_size] = '\0';
-            if (at_parse_i64(buf, 1, INT64_MAX, &schema) != 0)
-                s = at_fail(AT_ERR_DB_CORRUPT,
-                            "%s is not an autotune database (schema '%s' is not a number)", file,
-                            buf);
-            else if (schema > AT_DB_SCHEMA)
-                s = at_fail(AT_ERR_DB_VERSION,
-                            "%s was written by a newer autotune (schema %lld > %d); upgrade "
-                            "autotune or use another --db",
-                            file, (long long)schema, AT_DB_SCHEMA);
-            else
-                *state = META_OK;
-        }
+        int64_t major, minor;
+        s = read_schema(db, txn, meta, &major, &minor);
+        if (s == AT_OK) *state = META_OK;
     }
     mdb_txn_abort(txn);
     return s;
@@ -661,16 +414,13 @@ static at_status init_body(at_db *db, MDB_txn *txn, void *unused, int *mdb_rc)
             return mdb_fail(db, "creating a table", rc);
         }
     }
-    char schema[16];
-    snprintf(schema, sizeof schema, "%d", AT_DB_SCHEMA);
     const char *by = "autotune " AT_VERSION_STRING;
-    AT_TRY(put_one(db, txn, meta, "schema", schema, strlen(schema), mdb_rc, "meta"));
-    AT_TRY(put_one(db, txn, meta, "created_by", by, strlen(by), mdb_rc, "meta"));
-    return AT_OK;
+    AT_TRY(put_schema(db, txn, meta, mdb_rc));
+    return put_one(db, txn, meta, "created_by", by, strlen(by), mdb_rc, "meta");
 }
 
 /* Opens the four table handles (they exist once meta is valid). */
-static at_status open_tables(at_db *db, const char *file)
+static at_status open_tables(at_db *db)
 {
     MDB_txn *txn = NULL;
     AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
@@ -678,8 +428,8 @@ static at_status open_tables(at_db *db, const char *file)
         int rc = mdb_dbi_open(txn, k_tables[t], 0, &db->dbi[t]);
         if (rc != MDB_SUCCESS) {
             mdb_txn_abort(txn);
-            return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (table %s: %s)", file,
-                           k_tables[t], mdb_strerror(rc));
+            return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (table %s: %s)",
+                           db->file, k_tables[t], mdb_strerror(rc));
         }
     }
     int rc = mdb_txn_commit(txn); /* keeps the handles */
@@ -726,6 +476,8 @@ at_status at_db_open(const char *path, int readonly, at_db **out)
         s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
+    db->file = file;
+    file = NULL;
     db->readonly = readonly;
     pthread_mutex_init(&db->lock, NULL);
     int rc = mdb_env_create(&db->env);
@@ -744,7 +496,7 @@ at_status at_db_open(const char *path, int readonly, at_db **out)
     rc = mdb_env_open(db->env, path, readonly ? MDB_RDONLY : 0, 0666);
     if (rc != MDB_SUCCESS) {
         if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == EINVAL)
-            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", file,
+            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", db->file,
                         mdb_strerror(rc));
         else
             s = at_fail(AT_ERR_DB, "cannot open database %s: %s", path, mdb_strerror(rc));
@@ -752,16 +504,17 @@ at_status at_db_open(const char *path, int readonly, at_db **out)
     }
 
     meta_state state = META_OK;
-    if ((s = check_meta(db, file, &state)) != AT_OK) goto fail;
+    if ((s = check_meta(db, &state)) != AT_OK) goto fail;
     if (state == META_EMPTY) {
         if (readonly) {
             s = at_fail(AT_ERR_DB, "no database at %s (the environment is empty)", path);
             goto fail;
         }
         if ((s = write_txn(db, init_body, NULL)) != AT_OK) goto fail;
-        if ((s = check_meta(db, file, &state)) != AT_OK) goto fail;
+        if ((s = check_meta(db, &state)) != AT_OK) goto fail;
     }
-    if ((s = open_tables(db, file)) != AT_OK) goto fail;
+    if ((s = open_tables(db)) != AT_OK) goto fail;
+    db->ready = 1;
 
     /* Existing files keep their recorded map size; never start below the initial size. */
     MDB_envinfo info;
@@ -788,6 +541,7 @@ void at_db_close(at_db *db)
     if (db->env) mdb_env_close(db->env);
     if (db->path) pthread_mutex_destroy(&db->lock);
     free(db->path);
+    free(db->file);
     free(db);
 }
 
@@ -808,19 +562,64 @@ char *at_db_default_path(void)
     return NULL;
 }
 
-/* ---- keys ------------------------------------------------------------------------------- */
+/* ---- records ---------------------------------------------------------------------------- */
 
-char *at_db_result_key(const char *problem, const char *device, const char *thash,
-                       const char *config)
+/* A record type of a table: its text form (cache/record.h) behind untyped pointers. */
+typedef struct rec_kind {
+    int table;
+    const char *what;
+    void (*append)(at_sbuf *b, const void *rec);
+    at_status (*parse)(const char *text, size_t len, void *out);
+} rec_kind;
+
+static void result_append(at_sbuf *b, const void *r) { at_result_rec_append(b, r); }
+static void best_append(at_sbuf *b, const void *r) { at_best_rec_append(b, r); }
+static at_status result_parse(const char *t, size_t n, void *r)
 {
-    if (!problem || !device || !thash || !config) return NULL;
-    return at_asprintf("%s|%s|%s|%s", problem, device, thash, config);
+    return at_result_rec_parse(t, n, r);
+}
+static at_status best_parse(const char *t, size_t n, void *r) { return at_best_rec_parse(t, n, r); }
+
+static const rec_kind k_result_kind = {T_RESULTS, "result", result_append, result_parse};
+static const rec_kind k_best_kind = {T_BEST, "best", best_append, best_parse};
+
+/* Prefixes the record parser's message with the database and the key. */
+static at_status record_fail(at_status s, const at_db *db, const rec_kind *k, const char *key,
+                             const char *how)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", at_errmsg());
+    return at_fail(s, "database %s: %s '%s' %s: %s", db->path, k->what, key, how, why);
 }
 
-char *at_db_best_key(const char *problem, const char *device)
+/* Appends rec's text to b and parses it back: a record a reader would call damaged (a status
+ * out of range, a hash that is not one token) is refused before anything is written. */
+static at_status append_record(const at_db *db, const rec_kind *k, at_sbuf *b, const char *key,
+                               const void *rec)
 {
-    if (!problem || !device) return NULL;
-    return at_asprintf("%s|%s", problem, device);
+    size_t from = b->n;
+    k->append(b, rec);
+    if (b->oom) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    union {
+        at_result_rec r;
+        at_best_rec b;
+    } back;
+    at_status s = k->parse(b->p + from, b->n - from, &back);
+    return s == AT_OK ? AT_OK : record_fail(AT_ERR_INVALID_ARG, db, k, key, "cannot be stored");
+}
+
+/* Reads the record at key and parses it into out. */
+static at_status get_record(at_db *db, const rec_kind *k, const char *key, void *out)
+{
+    if (!out) return at_fail(AT_ERR_INVALID_ARG, "reading %s: out is NULL", k->what);
+    char *text = NULL;
+    size_t len = 0;
+    at_status s = get_locked(db, k->table, key, &text, &len);
+    if (s != AT_OK) return s;
+    s = k->parse(text, len, out);
+    if (s != AT_OK) s = record_fail(s, db, k, key, "does not parse");
+    free(text);
+    return s;
 }
 
 /* ---- results ---------------------------------------------------------------------------- */
@@ -828,19 +627,17 @@ char *at_db_best_key(const char *problem, const char *device)
 typedef struct results_ctx {
     size_t n;
     char *const *keys;
-    const at_result_rec *recs;
-    sbuf text;
+    const char *text;  /* every record's text, one after another */
+    const size_t *end; /* end[i]: where record i's text ends */
 } results_ctx;
 
 static at_status results_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
 {
     results_ctx *c = vctx;
     for (size_t i = 0; i < c->n; i++) {
-        c->text.n = 0;
-        result_text(&c->text, &c->recs[i]);
-        if (c->text.oom) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-        AT_TRY(put_one(db, txn, db->dbi[T_RESULTS], c->keys[i], c->text.p, c->text.n, mdb_rc,
-                       "result"));
+        size_t from = i ? c->end[i - 1] : 0;
+        AT_TRY(put_one(db, txn, db->dbi[T_RESULTS], c->keys[i], c->text + from, c->end[i] - from,
+                       mdb_rc, "result"));
     }
     return AT_OK;
 }
@@ -850,45 +647,25 @@ at_status at_db_put_results(at_db *db, size_t n, char *const *keys, const at_res
     if (n == 0) return AT_OK;
     if (!keys || !recs) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_results: NULL argument");
     AT_TRY(enter(db));
-    at_status s = AT_OK;
+    at_sbuf text = {0};
+    size_t *end = malloc(n * sizeof *end);
+    at_status s = end ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     for (size_t i = 0; i < n && s == AT_OK; i++) {
         s = check_key(db, keys[i]);
-        if (s == AT_OK && ((int)recs[i].status < 0 || recs[i].status >= AT_RS_COUNT))
-            s = at_fail(AT_ERR_INVALID_ARG, "result '%s': bad status %d", keys[i],
-                        (int)recs[i].status);
+        if (s == AT_OK) s = append_record(db, &k_result_kind, &text, keys[i], &recs[i]);
+        end[i] = text.n;
     }
-    results_ctx c = {n, keys, recs, {0}};
+    results_ctx c = {n, keys, text.p, end};
     if (s == AT_OK) s = write_txn(db, results_body, &c);
-    free(c.text.p);
+    at_sb_free(&text);
+    free(end);
     leave(db);
     return s;
 }
-
-/* Reads the record at key of a table and parses it into out; `what` names it in errors. */
-static at_status get_record(at_db *db, int table, const char *key, const char *what,
-                            int (*parse)(const char *, size_t, void *), void *out)
-{
-    if (!out) return at_fail(AT_ERR_INVALID_ARG, "reading %s: out is NULL", what);
-    AT_TRY(enter(db));
-    at_status s = check_key(db, key);
-    char *text = NULL;
-    size_t len = 0;
-    if (s == AT_OK) s = get_copy(db, table, key, &text, &len);
-    leave(db);
-    if (s != AT_OK) return s;
-    if (parse(text, len, out) != 0)
-        s = at_fail(AT_ERR_DB_CORRUPT, "database %s: %s '%s' does not parse: %.200s", db->path,
-                    what, key, text);
-    free(text);
-    return s;
-}
-
-static int parse_result_any(const char *s, size_t len, void *r) { return parse_result(s, len, r); }
-static int parse_best_any(const char *s, size_t len, void *r) { return parse_best(s, len, r); }
 
 at_status at_db_get_result(at_db *db, const char *key, at_result_rec *out)
 {
-    return get_record(db, T_RESULTS, key, "result", parse_result_any, out);
+    return get_record(db, &k_result_kind, key, out);
 }
 
 /* ---- best ------------------------------------------------------------------------------- */
@@ -897,7 +674,7 @@ typedef struct best_ctx {
     const char *key;
     const at_best_rec *rec;
     int force;
-    sbuf text;
+    at_sbuf text;
 } best_ctx;
 
 static at_status best_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
@@ -907,10 +684,10 @@ static at_status best_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
     int rc = mdb_get(txn, db->dbi[T_BEST], &k, &v);
     if (rc == MDB_SUCCESS && !c->force) {
         at_best_rec old;
-        if (parse_best(v.mv_data, v.mv_size, &old) != 0)
-            return at_fail(AT_ERR_DB_CORRUPT,
-                           "database %s: best '%s' does not parse (use force to replace it)",
-                           db->path, c->key);
+        at_status s = at_best_rec_parse(v.mv_data, v.mv_size, &old);
+        if (s != AT_OK)
+            return record_fail(s, db, &k_best_kind, c->key,
+                               "does not parse (use force to replace it)");
         if (strcmp(old.template_hash, c->rec->template_hash) == 0 && old.time_us < c->rec->time_us)
             return AT_OK; /* keep the faster stored entry */
     } else if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) {
@@ -920,38 +697,22 @@ static at_status best_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
     return put_one(db, txn, db->dbi[T_BEST], c->key, c->text.p, c->text.n, mdb_rc, "best");
 }
 
-static int bare_token_ok(const char *s)
-{
-    for (; *s; s++)
-        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-              *s == '_' || *s == '-' || *s == '.'))
-            return 0;
-    return 1;
-}
-
 at_status at_db_put_best(at_db *db, const char *key, const at_best_rec *rec, int force)
 {
     if (!rec) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_best: rec is NULL");
-    if (!memchr(rec->template_hash, '\0', sizeof rec->template_hash) ||
-        !bare_token_ok(rec->template_hash))
-        return at_fail(AT_ERR_INVALID_ARG, "best '%s': template hash is not a hex string",
-                       key ? key : "");
     AT_TRY(enter(db));
     at_status s = check_key(db, key);
     best_ctx c = {key, rec, force, {0}};
-    if (s == AT_OK) {
-        best_text(&c.text, rec);
-        if (c.text.oom) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    }
+    if (s == AT_OK) s = append_record(db, &k_best_kind, &c.text, key, rec);
     if (s == AT_OK) s = write_txn(db, best_body, &c);
-    free(c.text.p);
+    at_sb_free(&c.text);
     leave(db);
     return s;
 }
 
 at_status at_db_get_best(at_db *db, const char *key, at_best_rec *out)
 {
-    return get_record(db, T_BEST, key, "best", parse_best_any, out);
+    return get_record(db, &k_best_kind, key, out);
 }
 
 /* ---- binaries --------------------------------------------------------------------------- */
@@ -982,13 +743,9 @@ at_status at_db_put_binary(at_db *db, const char *hash, const void *bin, size_t 
 at_status at_db_get_binary(at_db *db, const char *hash, void **bin, size_t *len)
 {
     if (!bin || !len) return at_fail(AT_ERR_INVALID_ARG, "at_db_get_binary: NULL argument");
-    AT_TRY(enter(db));
-    at_status s = check_key(db, hash);
     char *data = NULL;
     size_t n = 0;
-    if (s == AT_OK) s = get_copy(db, T_BINARIES, hash, &data, &n);
-    leave(db);
-    if (s != AT_OK) return s;
+    AT_TRY(get_locked(db, T_BINARIES, hash, &data, &n));
     *bin = data;
     *len = n;
     return AT_OK;
@@ -996,21 +753,14 @@ at_status at_db_get_binary(at_db *db, const char *hash, void **bin, size_t *len)
 
 /* ---- scan ------------------------------------------------------------------------------- */
 
-/* Copies v into *buf as one NUL-terminated line (control bytes become '?'). */
-static int line_copy(char **buf, size_t *cap, const void *v, size_t n)
+/* Replaces b's text with v as one line (control bytes become '?'); -1 when out of memory. */
+static int line_copy(at_sbuf *b, const void *v, size_t n)
 {
-    if (n + 1 > *cap) {
-        size_t nc = *cap ? *cap : 256;
-        while (nc < n + 1) nc *= 2;
-        char *nb = realloc(*buf, nc);
-        if (!nb) return -1;
-        *buf = nb;
-        *cap = nc;
-    }
-    const unsigned char *p = v;
-    for (size_t i = 0; i < n; i++) (*buf)[i] = (p[i] < 0x20 || p[i] == 0x7f) ? '?' : (char)p[i];
-    (*buf)[n] = '\0';
-    return 0;
+    at_sb_clear(b);
+    at_sb_put(b, v, n);
+    for (size_t i = 0; i < b->n && !b->oom; i++)
+        if ((unsigned char)b->p[i] < 0x20 || b->p[i] == 0x7f) b->p[i] = '?';
+    return b->oom ? -1 : 0;
 }
 
 at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_visit_fn fn,
@@ -1044,8 +794,7 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
     }
     MDB_val k = {plen, (void *)prefix}, v;
     rc = plen ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-    char *kbuf = NULL, *vbuf = NULL;
-    size_t kcap = 0, vcap = 0;
+    at_sbuf kbuf = {0}, vbuf = {0};
     while (rc == MDB_SUCCESS) {
         if (plen && (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)) break;
         char sizebuf[48];
@@ -1056,19 +805,19 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
             vp = sizebuf;
             vn = strlen(sizebuf);
         }
-        if (line_copy(&kbuf, &kcap, k.mv_data, k.mv_size) || line_copy(&vbuf, &vcap, vp, vn)) {
+        if (line_copy(&kbuf, k.mv_data, k.mv_size) || line_copy(&vbuf, vp, vn)) {
             s = at_fail(AT_ERR_NO_MEMORY, "out of memory scanning %s", db->path);
             break;
         }
         t_scanning = db;
-        int stop = fn(user, kbuf, vbuf);
+        int stop = fn(user, at_sb_str(&kbuf), at_sb_str(&vbuf));
         t_scanning = NULL;
         if (stop) break;
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
     if (s == AT_OK && rc != MDB_SUCCESS && rc != MDB_NOTFOUND) s = mdb_fail(db, "scanning", rc);
-    free(kbuf);
-    free(vbuf);
+    at_sb_free(&kbuf);
+    at_sb_free(&vbuf);
     mdb_cursor_close(cur);
     mdb_txn_abort(txn);
     leave(db);

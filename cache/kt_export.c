@@ -4,103 +4,62 @@
 #define _GNU_SOURCE
 #include "db.h"
 
+#include "base/sbuf.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* ---- a growable text buffer ---------------------------------------------------------------- */
+/* ---- JSON text ------------------------------------------------------------------------------ */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} tbuf;
-
-static void tb_printf(tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tb_printf(tbuf *b, const char *fmt, ...)
+static void json_str(at_sbuf *b, const char *s)
 {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap <= b->len + (size_t)n) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void tb_json_str(tbuf *b, const char *s)
-{
-    tb_printf(b, "\"");
+    at_sb_putc(b, '"');
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            tb_printf(b, "\\%c", c);
+            at_sb_printf(b, "\\%c", c);
         else if (c < 0x20)
-            tb_printf(b, "\\u%04x", c);
+            at_sb_printf(b, "\\u%04x", c);
         else
-            tb_printf(b, "%c", c);
+            at_sb_putc(b, (char)c);
     }
-    tb_printf(b, "\"");
+    at_sb_putc(b, '"');
 }
 
 /* A parameter value: a JSON number when the text is a whole integer, else a JSON string. */
-static void tb_json_value(tbuf *b, const char *v)
+static void json_value(at_sbuf *b, const char *v)
 {
     int64_t x;
     if (at_parse_i64(v, INT64_MIN, INT64_MAX, &x) == 0)
-        tb_printf(b, "%" PRId64, x);
+        at_sb_printf(b, "%" PRId64, x);
     else
-        tb_json_str(b, v);
+        json_str(b, v);
 }
 
 /* ---- the selected results ------------------------------------------------------------------ */
 
-/* Splits "<problem>|<device>|<hash>|<config>" in place; 0 on success. */
-static int split_key(char *key, char **device, char **hash, char **config)
+/* The device (field 0) or template hash (field 1) of a results key. */
+static at_key_part part_of(const at_result_key *k, int field)
 {
-    char *a = strchr(key, '|'), *b = a ? strchr(a + 1, '|') : NULL,
-         *c = b ? strchr(b + 1, '|') : NULL;
-    if (!c) return -1;
-    *a = *b = *c = '\0';
-    *device = a + 1;
-    *hash = b + 1;
-    *config = c + 1;
-    return 0;
+    return field ? k->thash : k->device;
 }
 
-/* The distinct values of field (0 device, 1 template hash) among keys, comma-separated. */
-static char *distinct(char **dev, char **hash, size_t n, int field)
+/* The distinct values of field among keys, quoted and comma-separated. */
+static char *distinct(const at_result_key *k, size_t n, int field)
 {
-    tbuf b = {0};
+    at_sbuf b = {0};
     for (size_t i = 0; i < n; i++) {
-        const char *v = field ? hash[i] : dev[i];
+        at_key_part v = part_of(&k[i], field);
         int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++) seen = strcmp(field ? hash[j] : dev[j], v) == 0;
-        if (!seen) tb_printf(&b, "%s'%s'", b.len ? ", " : "", v);
+        for (size_t j = 0; j < i && !seen; j++) seen = at_key_part_eq(part_of(&k[j], field), v);
+        if (!seen) at_sb_printf(&b, "%s'%.*s'", b.n ? ", " : "", (int)v.n, v.s);
     }
-    return b.oom ? NULL : b.p;
+    return at_sb_take(&b);
 }
 
 /* Kernel Tuner's names for a failed candidate: InvalidConfig for one rejected before launch,
@@ -126,24 +85,6 @@ typedef struct {
     char *name[MAX_PARAMS], *value[MAX_PARAMS];
 } config;
 
-/* Splits a config in place; -1 when malformed. */
-static int parse_config(char *s, config *c)
-{
-    c->n = 0;
-    for (char *tok = s; tok && *tok;) {
-        char *next = strchr(tok, ',');
-        if (next) *next++ = '\0';
-        char *eq = strchr(tok, '=');
-        if (!eq || eq == tok || c->n == MAX_PARAMS) return -1;
-        *eq = '\0';
-        c->name[c->n] = tok;
-        c->value[c->n] = eq + 1;
-        c->n++;
-        tok = next;
-    }
-    return c->n ? 0 : -1;
-}
-
 static int cmp_value(const void *a, const void *b)
 {
     const char *x = *(const char *const *)a, *y = *(const char *const *)b;
@@ -157,7 +98,7 @@ static int cmp_value(const void *a, const void *b)
 
 /* ---- the export ------------------------------------------------------------------------------ */
 
-static at_status write_cache(tbuf *b, const char *problem, const char *device, char **configs,
+static at_status write_cache(at_sbuf *b, const char *problem, const char *device, char **configs,
                              const at_result_rec *recs, size_t n)
 {
     /* Parameters: the names of the first config; every config must have the same. */
@@ -165,7 +106,8 @@ static at_status write_cache(tbuf *b, const char *problem, const char *device, c
     const char **vals = calloc(n, sizeof *vals);
     at_status s = cs && vals ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     for (size_t i = 0; s == AT_OK && i < n; i++) {
-        if (parse_config(configs[i], &cs[i]) != 0 || cs[i].n != cs[0].n)
+        cs[i].n = at_config_split(configs[i], cs[i].name, cs[i].value, MAX_PARAMS);
+        if (cs[i].n < 0 || cs[i].n != cs[0].n)
             s = at_fail(AT_ERR_DB_CORRUPT, "result %zu has a malformed or different config", i);
         for (int p = 0; s == AT_OK && p < cs[i].n; p++)
             if (strcmp(cs[i].name[p], cs[0].name[p]) != 0)
@@ -181,84 +123,84 @@ static at_status write_cache(tbuf *b, const char *problem, const char *device, c
     const config *c0 = &cs[0];
     char op[64] = "";
     snprintf(op, sizeof op, "%.*s", (int)strcspn(problem, "/"), problem);
-    tb_printf(b, "{\n\"device_name\": ");
-    tb_json_str(b, device);
-    tb_printf(b, ",\n\"kernel_name\": ");
-    tb_json_str(b, op);
+    at_sb_printf(b, "{\n\"device_name\": ");
+    json_str(b, device);
+    at_sb_printf(b, ",\n\"kernel_name\": ");
+    json_str(b, op);
     /* problem_size: the numbers of the shape segment ("256x256x256"), else the whole key. */
     const char *shape = strrchr(problem, '/');
     shape = shape ? shape + 1 : problem;
-    tb_printf(b, ",\n\"problem_size\": [");
+    at_sb_printf(b, ",\n\"problem_size\": [");
     int sized = shape[strspn(shape, "0123456789x")] == '\0' && *shape;
     if (sized) {
         const char *q = shape;
         for (int first = 1; *q; first = 0) {
             size_t len = strcspn(q, "x");
-            tb_printf(b, "%s%.*s", first ? "" : ", ", (int)len, q);
+            at_sb_printf(b, "%s%.*s", first ? "" : ", ", (int)len, q);
             q += len + (q[len] == 'x');
         }
     } else {
-        tb_json_str(b, problem);
+        json_str(b, problem);
     }
-    tb_printf(b, "],\n\"problem\": ");
-    tb_json_str(b, problem);
-    tb_printf(b, ",\n\"tune_params_keys\": [");
+    at_sb_printf(b, "],\n\"problem\": ");
+    json_str(b, problem);
+    at_sb_printf(b, ",\n\"tune_params_keys\": [");
     for (int p = 0; p < c0->n; p++) {
-        tb_printf(b, "%s", p ? ", " : "");
-        tb_json_str(b, c0->name[p]);
+        at_sb_printf(b, "%s", p ? ", " : "");
+        json_str(b, c0->name[p]);
     }
-    tb_printf(b, "],\n\"tune_params\": {");
+    at_sb_printf(b, "],\n\"tune_params\": {");
     for (int p = 0; p < c0->n; p++) {
         for (size_t i = 0; i < n; i++) vals[i] = cs[i].value[p];
         qsort(vals, n, sizeof *vals, cmp_value);
-        tb_printf(b, "%s\n", p ? "," : "");
-        tb_json_str(b, c0->name[p]);
-        tb_printf(b, ": [");
+        at_sb_printf(b, "%s\n", p ? "," : "");
+        json_str(b, c0->name[p]);
+        at_sb_printf(b, ": [");
         for (size_t i = 0, k = 0; i < n; i++) {
             if (i && strcmp(vals[i], vals[i - 1]) == 0) continue;
-            tb_printf(b, "%s", k++ ? ", " : "");
-            tb_json_value(b, vals[i]);
+            at_sb_printf(b, "%s", k++ ? ", " : "");
+            json_value(b, vals[i]);
         }
-        tb_printf(b, "]");
+        at_sb_printf(b, "]");
     }
-    tb_printf(b, "\n},\n\"objective\": \"time\",\n\"objective_higher_is_better\": false,\n"
-                 "\"cache\": {");
+    at_sb_printf(b, "\n},\n\"objective\": \"time\",\n\"objective_higher_is_better\": false,\n"
+                    "\"cache\": {");
     for (size_t i = 0; i < n; i++) {
         const config *c = &cs[i];
         const at_result_rec *r = &recs[i];
-        tb_printf(b, "%s\n\"", i ? "," : "");
-        for (int p = 0; p < c->n; p++) tb_printf(b, "%s%s", p ? "," : "", c->value[p]);
-        tb_printf(b, "\": {");
+        at_sb_printf(b, "%s\n\"", i ? "," : "");
+        for (int p = 0; p < c->n; p++) at_sb_printf(b, "%s%s", p ? "," : "", c->value[p]);
+        at_sb_printf(b, "\": {");
         for (int p = 0; p < c->n; p++) {
-            tb_json_str(b, c->name[p]);
-            tb_printf(b, ": ");
-            tb_json_value(b, c->value[p]);
-            tb_printf(b, ", ");
+            json_str(b, c->name[p]);
+            at_sb_printf(b, ": ");
+            json_value(b, c->value[p]);
+            at_sb_printf(b, ", ");
         }
         /* Times in ms, as Kernel Tuner writes them. We keep the median, not every repetition. */
         int ok = r->status == AT_RS_OK && isfinite(r->median_us) && r->median_us > 0;
         if (ok)
-            tb_printf(b, "\"time\": %.9g, \"times\": [%.9g]", r->median_us / 1e3,
-                      r->median_us / 1e3);
+            at_sb_printf(b, "\"time\": %.9g, \"times\": [%.9g]", r->median_us / 1e3,
+                         r->median_us / 1e3);
         else
-            tb_printf(b, "\"time\": \"%s\"", kt_failure(r->status));
+            at_sb_printf(b, "\"time\": \"%s\"", kt_failure(r->status));
         double bench_ms = ok ? r->median_us / 1e3 * (double)(r->reps > 0 ? r->reps : 1) : 0;
         char when[32] = "";
         time_t t = (time_t)r->when;
         struct tm tm;
         if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S+00:00", &tm);
-        tb_printf(b,
-                  ", \"compile_time\": %.6g, \"verification_time\": 0, \"benchmark_time\": "
-                  "%.6g, \"strategy_time\": 0, \"framework_time\": 0, \"timestamp\": \"%s\", "
-                  "\"status\": \"%s\"",
-                  r->compile_ms, bench_ms, when, at_result_status_name(r->status));
+        at_sb_printf(b,
+                     ", \"compile_time\": %.6g, \"verification_time\": 0, \"benchmark_time\": "
+                     "%.6g, \"strategy_time\": 0, \"framework_time\": 0, \"timestamp\": \"%s\", "
+                     "\"status\": \"%s\"",
+                     r->compile_ms, bench_ms, when, at_result_status_name(r->status));
         if (!ok && r->reason[0]) {
-            tb_printf(b, ", \"reason\": ");
-            tb_json_str(b, r->reason);
+            at_sb_printf(b, ", \"reason\": ");
+            json_str(b, r->reason);
         }
-        tb_printf(b, "}");
+        at_sb_printf(b, "}");
     }
-    tb_printf(b, "\n}\n}\n");
+    at_sb_printf(b, "\n}\n}\n");
     free(cs);
     free(vals);
     return b->oom ? at_fail(AT_ERR_NO_MEMORY, "out of memory") : AT_OK;
@@ -267,19 +209,18 @@ static at_status write_cache(tbuf *b, const char *problem, const char *device, c
 static at_status export_kt(at_db *db, const char *problem, const char *device, const char *thash,
                            const char *out_path)
 {
-    if (!problem || !*problem || strchr(problem, '|'))
+    if (!problem || !*problem || strchr(problem, AT_KEY_SEP))
         return at_fail(AT_ERR_INVALID_ARG, "a problem key is needed, e.g. gemm/f32/nn/256x256x256");
     char **keys = NULL;
     size_t n = 0;
-    char *prefix = device ? at_asprintf("%s|%s|", problem, device) : at_asprintf("%s|", problem);
-    at_status s = prefix ? at_db_keys(db, "results", prefix, &keys, &n)
-                         : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    char *prefix = at_db_results_prefix(problem, device, NULL);
+    at_status s = prefix ? at_db_keys(db, "results", prefix, &keys, &n) : AT_ERR_INVALID_ARG;
     free(prefix);
-    char **dev = calloc(n + 1, sizeof *dev), **hash = calloc(n + 1, sizeof *hash);
-    char **cfg = calloc(n + 1, sizeof *cfg);
+    at_result_key *parts = calloc(n + 1, sizeof *parts);
+    size_t *sel = calloc(n + 1, sizeof *sel); /* the kept keys */
+    char **cfg = calloc(n + 1, sizeof *cfg);  /* their configs, split in place by write_cache */
     at_result_rec *recs = calloc(n + 1, sizeof *recs);
-    char **full = calloc(n + 1, sizeof *full); /* the unsplit keys, for at_db_get_result */
-    if (s == AT_OK && (!dev || !hash || !cfg || !recs || !full))
+    if (s == AT_OK && (!parts || !sel || !cfg || !recs))
         s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     if (s == AT_OK && n == 0)
         s = at_fail(AT_ERR_NOT_FOUND, "no results for problem '%s'%s%s%s in %s", problem,
@@ -288,21 +229,11 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
     /* Keep the results of the requested template (all when thash is NULL). */
     size_t m = 0;
     for (size_t i = 0; s == AT_OK && i < n; i++) {
-        if (!(full[m] = at_strdup(keys[i]))) {
-            s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        if (split_key(keys[i], &dev[m], &hash[m], &cfg[m]) != 0) {
-            s = at_fail(AT_ERR_DB_CORRUPT, "malformed results key '%s'", full[m]);
-            free(full[m]);
-            full[m] = NULL;
-            break;
-        }
-        if (thash && strcmp(hash[m], thash) != 0) {
-            free(full[m]);
-            continue;
-        }
-        m++;
+        s = at_result_key_split(keys[i], &parts[m]);
+        if (s != AT_OK || (thash && !at_key_part_is(parts[m].thash, thash))) continue;
+        sel[m] = i;
+        cfg[m] = at_key_part_dup(parts[m].config);
+        if (!cfg[m++]) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     }
     if (s == AT_OK && m == 0)
         s = at_fail(AT_ERR_NOT_FOUND, "no results for problem '%s' with template hash '%s' in %s",
@@ -311,37 +242,38 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
     for (int field = 0; s == AT_OK && field < 2; field++) {
         int many = 0;
         for (size_t i = 1; i < m && !many; i++)
-            many = strcmp(field ? hash[i] : dev[i], field ? hash[0] : dev[0]) != 0;
+            many = !at_key_part_eq(part_of(&parts[i], field), part_of(&parts[0], field));
         if (!many) continue;
-        char *list = distinct(dev, hash, m, field);
+        char *list = distinct(parts, m, field);
         s = at_fail(AT_ERR_INVALID_ARG,
                     "results of problem '%s' come from several %s (%s); pick one with %s", problem,
                     field ? "template versions" : "devices", list ? list : "?",
                     field ? "--template HASH" : "--device KEY");
         free(list);
     }
-    for (size_t i = 0; s == AT_OK && i < m; i++) s = at_db_get_result(db, full[i], &recs[i]);
+    for (size_t i = 0; s == AT_OK && i < m; i++) s = at_db_get_result(db, keys[sel[i]], &recs[i]);
 
-    tbuf b = {0};
-    if (s == AT_OK) s = write_cache(&b, problem, dev[0], cfg, recs, m);
+    at_sbuf b = {0};
+    char *dev = s == AT_OK ? at_key_part_dup(parts[0].device) : NULL;
+    if (s == AT_OK && !dev) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (s == AT_OK) s = write_cache(&b, problem, dev, cfg, recs, m);
     if (s == AT_OK) {
         FILE *f = out_path ? fopen(out_path, "wb") : stdout;
         if (!f) {
             s = at_fail(AT_ERR_IO, "cannot write %s: %s", out_path, strerror(errno));
         } else {
-            int bad = fwrite(b.p, 1, b.len, f) != b.len;
+            int bad = fwrite(b.p, 1, b.n, f) != b.n;
             bad |= out_path ? fclose(f) != 0 : fflush(f) != 0;
             if (bad) s = at_fail(AT_ERR_IO, "cannot write %s", out_path ? out_path : "stdout");
         }
     }
-    free(b.p);
-    at_db_keys_free(keys, n);
-    for (size_t i = 0; i < m && full; i++) free(full[i]);
+    at_sb_free(&b);
     free(dev);
-    free(hash);
-    free(cfg);
+    at_db_keys_free(keys, n);
+    at_db_keys_free(cfg, m);
+    free(parts);
+    free(sel);
     free(recs);
-    free(full);
     return s;
 }
 

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #define MAX_VALUES 65535 /* value indices are uint16_t */
+#define MAX_PARAMS 256   /* parameters of one configuration */
 
 /* ---- the table ----------------------------------------------------------------------------- */
 
@@ -300,9 +301,9 @@ static at_status load_kt(const char *path, const char *text, at_recording *r)
         if (cJSON_IsString(t) && strcmp(t->valuestring, "InvalidConfig") == 0) continue;
         /* The configuration: each parameter's field, else the comma-joined key. */
         char *keycopy = at_strdup(rec->string ? rec->string : "");
-        char *parts[256];
+        char *parts[MAX_PARAMS];
         size_t nparts = 0;
-        for (char *p = keycopy, *save = NULL, *tok; keycopy && nparts < 256;) {
+        for (char *p = keycopy, *save = NULL, *tok; keycopy && nparts < MAX_PARAMS;) {
             tok = strtok_r(p, ",", &save);
             p = NULL;
             if (!tok) break;
@@ -347,44 +348,6 @@ static at_status load_kt(const char *path, const char *text, at_recording *r)
 }
 
 /* ---- our results database -------------------------------------------------------------- */
-
-typedef struct key_list {
-    char **keys;
-    size_t n, cap;
-    int oom;
-} key_list;
-
-static int collect_key(void *user, const char *key, const char *value)
-{
-    (void)value;
-    key_list *l = user;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 256;
-        char **nk = realloc(l->keys, cap * sizeof *nk);
-        if (!nk) {
-            l->oom = 1;
-            return 1;
-        }
-        l->keys = nk;
-        l->cap = cap;
-    }
-    l->keys[l->n] = at_strdup(key);
-    if (!l->keys[l->n]) {
-        l->oom = 1;
-        return 1;
-    }
-    l->n++;
-    return 0;
-}
-
-/* Length of "problem|device|hash|" at the start of a results key; 0 if malformed. */
-static size_t space_prefix_len(const char *key)
-{
-    const char *p = key;
-    for (int bars = 0; *p; p++)
-        if (*p == '|' && ++bars == 3) return (size_t)(p - key) + 1;
-    return 0;
-}
 
 /* Adds a value to parameter j (keeping first-seen order for now); returns its index. */
 static int add_value(at_recording *r, size_t j, const char *text, size_t *cap)
@@ -447,69 +410,59 @@ static at_status sort_values(at_recording *r, size_t j)
 /* One recorded space of an open database (dir names it in messages). */
 static at_status load_from_db(at_db *db, const char *dir, const char *select, at_recording *r)
 {
-    key_list l = {0};
-    at_status st = at_db_scan(db, "results", select && *select ? select : NULL, collect_key, &l);
-    if (st == AT_OK && l.oom) st = oom();
-    /* One recorded space: every key must share "problem|device|hash|". */
-    size_t plen = l.n ? space_prefix_len(l.keys[0]) : 0;
-    if (st == AT_OK && l.n == 0)
+    char **keys = NULL;
+    size_t n = 0;
+    at_status st = at_db_keys(db, "results", select && *select ? select : NULL, &keys, &n);
+    if (st == AT_OK && n == 0)
         st = at_fail(AT_ERR_INVALID_ARG, "the database %s has no results%s%s%s", dir,
                      select && *select ? " starting with '" : "", select ? select : "",
                      select && *select ? "'" : "");
-    if (st == AT_OK && plen == 0)
-        st = at_fail(AT_ERR_DB_CORRUPT, "malformed results key '%s' in %s", l.keys[0], dir);
-    for (size_t i = 1; st == AT_OK && i < l.n; i++) {
-        if (strncmp(l.keys[i], l.keys[0], plen) == 0) continue;
-        st = at_fail(AT_ERR_INVALID_ARG,
-                     "the database %s holds more than one recorded space (%.*s and %.*s); "
-                     "select one by a prefix of problem|device|template hash",
-                     dir, (int)(plen - 1), l.keys[0], (int)space_prefix_len(l.keys[i]) - 1,
-                     l.keys[i]);
-    }
-    size_t np = 0;
+    /* One recorded space: every key shares "problem|device|hash|" with the first. */
+    at_result_key k0;
+    if (st == AT_OK) st = at_result_key_split(keys[0], &k0);
+    int plen = st == AT_OK ? (int)(k0.config.s - keys[0]) : 0;
+    size_t np = 1;
     if (st == AT_OK) {
         snprintf(r->format, sizeof r->format, "autotune");
-        snprintf(r->kernel, sizeof r->kernel, "%.*s", (int)(plen - 1), l.keys[0]);
-        const char *d = strchr(l.keys[0], '|') + 1;
-        snprintf(r->device, sizeof r->device, "%.*s", (int)(strchr(d, '|') - d), d);
+        snprintf(r->kernel, sizeof r->kernel, "%.*s", plen - 1, keys[0]);
+        snprintf(r->device, sizeof r->device, "%.*s", (int)k0.device.n, k0.device.s);
         snprintf(r->objective, sizeof r->objective, "median_us");
-        np = 1;
-        for (const char *c = l.keys[0] + plen; *c; c++) np += *c == ',';
-        st = table_alloc(r, np, l.n);
-        if (st == AT_OK && !(r->recs = calloc(l.n, sizeof *r->recs))) st = oom();
+        for (size_t c = 0; c < k0.config.n; c++) np += k0.config.s[c] == ',';
+        st = table_alloc(r, np, n);
+        if (st == AT_OK && !(r->recs = calloc(n, sizeof *r->recs))) st = oom();
     }
-    size_t *cap = calloc(np ? np : 1, sizeof *cap);
+    size_t *cap = calloc(np, sizeof *cap);
     if (st == AT_OK && !cap) st = oom();
-    for (size_t i = 0; st == AT_OK && i < l.n; i++) {
-        char *cfg = l.keys[i] + plen, *save = NULL;
-        size_t j = 0;
-        for (char *tok = strtok_r(cfg, ",", &save); st == AT_OK && tok;
-             tok = strtok_r(NULL, ",", &save), j++) {
-            char *eq = strchr(tok, '=');
-            if (!eq || j >= np) break;
-            *eq = '\0';
-            if (!r->names[j] && !(r->names[j] = at_strdup(tok))) st = oom();
-            if (st == AT_OK && strcmp(r->names[j], tok) != 0) break;
-            int k = add_value(r, j, eq + 1, cap);
-            if (k < 0)
-                st = oom();
-            else
-                r->idx[i * np + j] = (uint16_t)k;
-        }
-        if (st == AT_OK && j != np)
+    char *names[MAX_PARAMS], *values[MAX_PARAMS];
+    for (size_t i = 0; st == AT_OK && i < n; i++) {
+        at_result_key k;
+        st = at_result_key_split(keys[i], &k);
+        if (st == AT_OK &&
+            !(at_key_part_eq(k.problem, k0.problem) && at_key_part_eq(k.device, k0.device) &&
+              at_key_part_eq(k.thash, k0.thash)))
+            st = at_fail(AT_ERR_INVALID_ARG,
+                         "the database %s holds more than one recorded space (%.*s and %.*s); "
+                         "select one by a prefix of problem|device|template hash",
+                         dir, plen - 1, keys[0], (int)(k.config.s - keys[i]) - 1, keys[i]);
+        char *cfg = st == AT_OK ? at_key_part_dup(k.config) : NULL;
+        if (st == AT_OK && !cfg) st = oom();
+        if (st == AT_OK && at_config_split(cfg, names, values, MAX_PARAMS) != (int)np)
             st = at_fail(AT_ERR_DB_CORRUPT,
-                         "results key of %s has a configuration unlike the "
-                         "others",
+                         "results key '%s' of %s has a configuration unlike the others", keys[i],
                          dir);
-        if (st != AT_OK) break;
-        /* The key text was cut into pieces above; read the record by a rebuilt key. */
-        char key[1024];
-        size_t used = (size_t)snprintf(key, sizeof key, "%.*s", (int)plen, l.keys[0]);
-        for (size_t q = 0; q < np && used < sizeof key; q++)
-            used += (size_t)snprintf(key + used, sizeof key - used, "%s%s=%s", q ? "," : "",
-                                     r->names[q], r->values[q][r->idx[i * np + q]]);
+        for (size_t j = 0; st == AT_OK && j < np; j++) {
+            if (!r->names[j] && !(r->names[j] = at_strdup(names[j]))) st = oom();
+            if (st == AT_OK && strcmp(r->names[j], names[j]) != 0)
+                st = at_fail(AT_ERR_DB_CORRUPT,
+                             "results key '%s' of %s has a configuration unlike the others",
+                             keys[i], dir);
+            int v = st == AT_OK ? add_value(r, j, values[j], cap) : 0;
+            if (v < 0) st = oom();
+            if (st == AT_OK) r->idx[i * np + j] = (uint16_t)v;
+        }
+        free(cfg);
         at_result_rec rec;
-        st = at_db_get_result(db, key, &rec);
+        if (st == AT_OK) st = at_db_get_result(db, keys[i], &rec);
         if (st != AT_OK) break;
         r->nconfigs = i + 1;
         char *status = rec.status == AT_RS_OK ? NULL : at_strdup(at_result_status_name(rec.status));
@@ -523,8 +476,7 @@ static at_status load_from_db(at_db *db, const char *dir, const char *select, at
         st = r->numeric[j] ? sort_values(r, j) : oom();
     }
     free(cap);
-    for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
-    free(l.keys);
+    at_db_keys_free(keys, n);
     return st;
 }
 

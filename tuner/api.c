@@ -225,9 +225,8 @@ static at_template *best_template(at_context *ctx, const at_problem *p, const at
 static int lookup_nearest(at_context *ctx, const at_problem *p, const at_template *t,
                           at_best_rec *out)
 {
-    char prefix[64], suffix[700];
+    char prefix[64];
     snprintf(prefix, sizeof prefix, "%s/", p->op->name);
-    snprintf(suffix, sizeof suffix, "|%s", ctx->info.key);
     char **keys = NULL;
     size_t n = 0;
     int found = 0;
@@ -235,11 +234,12 @@ static int lookup_nearest(at_context *ctx, const at_problem *p, const at_templat
     /* LMDB allows one read transaction per thread: the keys first, then their records. */
     if (at_db_keys(ctx->db, "best", prefix, &keys, &n) == AT_OK) {
         for (size_t i = 0; i < n; i++) {
-            size_t len = strlen(keys[i]), sl = strlen(suffix);
-            if (len <= sl || strcmp(keys[i] + len - sl, suffix) != 0) continue;
-            keys[i][len - sl] = '\0'; /* the problem key */
-            double d = p->op->distance(p->data, keys[i]);
-            keys[i][len - sl] = '|';
+            at_best_key k;
+            if (at_best_key_split(keys[i], &k) != AT_OK || !at_key_part_is(k.device, ctx->info.key))
+                continue;
+            char *problem_key = at_key_part_dup(k.problem);
+            double d = problem_key ? p->op->distance(p->data, problem_key) : INFINITY;
+            free(problem_key);
             at_best_rec b;
             int64_t cfg[AT_MAX_PARAMS];
             if (!(d < best) || at_db_get_best(ctx->db, keys[i], &b) != AT_OK) continue;

@@ -111,23 +111,21 @@ at_status at_replay_open_db(at_context *ctx, const at_template *t, const char *p
             return at_fail(AT_ERR_INVALID_ARG, "--replay %s: no such database directory", path);
         AT_TRY(at_db_open(path, 1, &db));
     }
-    char *space = at_db_result_key(problem_key, ctx->info.key, t->hash, "");
-    char *any = at_db_best_key(problem_key, ctx->info.key);
-    char **keys = NULL, *bar = NULL;
+    char *space = at_db_results_prefix(problem_key, ctx->info.key, t->hash);
+    char *any = at_db_results_prefix(problem_key, ctx->info.key, NULL);
+    char **keys = NULL;
     size_t nkeys = 0;
     at_status st = space && any ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     if (st == AT_OK) st = at_recording_from_db(db, space, rec);
     if (st == AT_ERR_INVALID_ARG) {
         /* Nothing for this template version: say whether another version has results. */
-        char prefix[1024];
-        snprintf(prefix, sizeof prefix, "%s|", any);
-        st = at_db_keys(db, "results", prefix, &keys, &nkeys);
-        if (st == AT_OK && nkeys && (bar = strchr(keys[0] + strlen(prefix), '|')))
+        at_result_key k;
+        st = at_db_keys(db, "results", any, &keys, &nkeys);
+        if (st == AT_OK && nkeys && at_result_key_split(keys[0], &k) == AT_OK)
             st = at_fail(AT_ERR_INVALID_ARG,
                          "the replay database %s has results for %s on %s only from another "
                          "template version (%.*s, this one is %s)",
-                         path, problem_key, ctx->info.key, (int)(bar - keys[0] - strlen(prefix)),
-                         keys[0] + strlen(prefix), t->hash);
+                         path, problem_key, ctx->info.key, (int)k.thash.n, k.thash.s, t->hash);
         else if (st == AT_OK)
             st = at_fail(AT_ERR_INVALID_ARG,
                          "the replay database %s has no results for %s on device %s", path,

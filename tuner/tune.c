@@ -324,8 +324,8 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
             snprintf(b.compiler, sizeof b.compiler, "%s", ctx->ops->compiler_version(ctx->dev));
             snprintf(b.driver, sizeof b.driver, "%s", ctx->info.driver);
             char *key = at_db_best_key(pkey, ctx->info.key);
-            st = key ? at_db_put_best(ctx->db, key, &b, opts->force)
-                     : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+            /* A key that cannot be made (at_errmsg says why) is a bad problem or device name. */
+            st = key ? at_db_put_best(ctx->db, key, &b, opts->force) : AT_ERR_INVALID_ARG;
             free(key);
         }
     }

@@ -314,6 +314,14 @@ else
   echo "skip replay of a real recording: $real is absent"
 fi
 
+# ---- a database written by 0.1 (schema 1) still answers ---------------------------------------
+cp -r "$here/../fixtures/db-v1" "$work/v1"
+chmod -R u+w "$work/v1"
+expect 0 "^gemm/f32/nn/24x20x16\|" -- db list --db "$work/v1"
+expect 0 "status=ok" -- db show gemm/f32/nn/40x36x16 --db "$work/v1"
+expect 0 '"format":"autotune".*"space":6' -- replay "$work/v1" --select gemm/f32/nn/24x20x16 --json
+expect 0 '"cache"' -- db export --kernel-tuner --problem gemm/f32/nn/40x36x16 --db "$work/v1"
+
 # ---- db export --kernel-tuner: the recorded space as a Kernel Tuner cache file ----------------
 kt="$work/kt-export.json"
 best_us=$(python3 -c "import json; print(json.load(open('$work/sabotaged.json'))['best']['time_us'])")

@@ -8,10 +8,11 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "cache/db.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,30 +22,6 @@
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static int make_tmp(void **state)
-{
-    char tmpl[] = "/tmp/at_test_db_XXXXXX";
-    char *d = mkdtemp(tmpl);
-    assert_non_null(d);
-    *state = strdup(d);
-    return 0;
-}
-
-static int remove_tmp(void **state)
-{
-    if (*state) nftw(*state, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(*state);
-    return 0;
-}
 
 static char *sub(void **state, const char *name)
 {
@@ -186,11 +163,13 @@ static void test_open_create(void **state)
     assert_string_equal(at_db_path(db), path);
     collect c = {0};
     assert_int_equal(at_db_scan(db, "meta", NULL, collect_fn, &c), AT_OK);
-    assert_int_equal(c.n, 2);
+    assert_int_equal(c.n, 3);
     assert_string_equal(c.keys[0], "created_by");
     assert_string_equal(c.values[0], "autotune " AT_VERSION_STRING);
     assert_string_equal(c.keys[1], "schema");
-    assert_string_equal(c.values[1], "1");
+    assert_string_equal(c.values[1], "2");
+    assert_string_equal(c.keys[2], "schema_minor");
+    assert_string_equal(c.values[2], "0");
     at_db_close(db);
     at_db_close(NULL);
 
@@ -246,12 +225,12 @@ static void test_results_roundtrip(void **state)
     char text[2048];
     at_result_rec_format(&r, text, sizeof text);
     assert_null(strchr(text, '\n'));
-    assert_non_null(strstr(text, "v1 status=wrong_result median_us=0.10000000000000001 "));
+    assert_non_null(strstr(text, "v2 status=wrong_result median_us=0.10000000000000001 "));
     assert_non_null(strstr(text, "reason=\"error: \\\"x\\\" differs\\nat C[3,4] \\\\ got"));
     /* Truncation into a small buffer stays NUL-terminated. */
     char small[10];
     at_result_rec_format(&r, small, sizeof small);
-    assert_string_equal(small, "v1 status");
+    assert_string_equal(small, "v2 status");
 
     /* Overwrite with a new measurement. */
     r = sample_result(0);
@@ -701,29 +680,284 @@ static void test_truncated_file(void **state)
     free(path);
 }
 
+/* ---- keys (cache/keys.h) ------------------------------------------------------------------ */
+
+static void assert_part(at_key_part p, const char *want) { assert_true(at_key_part_is(p, want)); }
+
+static void test_keys(void **state)
+{
+    (void)state;
+    char *k = at_db_result_key("gemm/f32/nn/8x8x8", "cuda/sm_90a/H200/132", "0123456789abcdef",
+                               "BM=64,BN=32");
+    assert_string_equal(k, "gemm/f32/nn/8x8x8|cuda/sm_90a/H200/132|0123456789abcdef|BM=64,BN=32");
+    at_result_key rk;
+    assert_int_equal(at_result_key_split(k, &rk), AT_OK);
+    assert_part(rk.problem, "gemm/f32/nn/8x8x8");
+    assert_part(rk.device, "cuda/sm_90a/H200/132");
+    assert_part(rk.thash, "0123456789abcdef");
+    assert_part(rk.config, "BM=64,BN=32");
+    assert_false(at_key_part_is(rk.thash, "0123456789abcde"));
+    assert_false(at_key_part_eq(rk.problem, rk.device));
+    char *cfg = at_key_part_dup(rk.config);
+    char *names[4], *values[4];
+    assert_int_equal(at_config_split(cfg, names, values, 4), 2);
+    assert_string_equal(names[1], "BN");
+    assert_string_equal(values[1], "32");
+    free(cfg);
+    free(k);
+
+    /* The config is the last part: it may hold '|'; the other parts may not. */
+    assert_int_equal(at_result_key_split("p|d|h|A=x|y", &rk), AT_OK);
+    assert_part(rk.config, "A=x|y");
+    k = at_db_result_key("p", "d", "h", "A=x|y");
+    assert_string_equal(k, "p|d|h|A=x|y");
+    free(k);
+    assert_null(at_db_result_key("p", "dev|ice", "h", "A=1"));
+    assert_non_null(strstr(at_errmsg(), "device 'dev|ice'"));
+    assert_null(at_db_result_key("p", "d", "", "A=1"));
+    assert_non_null(strstr(at_errmsg(), "template hash is empty"));
+    assert_null(at_db_result_key("p", NULL, "h", "A=1"));
+    assert_null(at_db_best_key("a|b", "d"));
+
+    k = at_db_best_key("gemm/f32/nn/8x8x8", "opencl/pocl/cpu/2");
+    at_best_key bk;
+    assert_int_equal(at_best_key_split(k, &bk), AT_OK);
+    assert_part(bk.problem, "gemm/f32/nn/8x8x8");
+    assert_part(bk.device, "opencl/pocl/cpu/2");
+    free(k);
+
+    k = at_db_results_prefix("p", NULL, NULL);
+    assert_string_equal(k, "p|");
+    free(k);
+    k = at_db_results_prefix("p", "d", NULL);
+    assert_string_equal(k, "p|d|");
+    free(k);
+    k = at_db_results_prefix("p", "d", "h");
+    assert_string_equal(k, "p|d|h|");
+    free(k);
+
+    /* Malformed keys are reported, never read past. */
+    const char *bad_results[] = {"", "p", "p|d", "p|d|h", "p|d|h|", "|d|h|c", "p||h|c", "p|d||c"};
+    for (size_t i = 0; i < sizeof bad_results / sizeof bad_results[0]; i++) {
+        assert_int_equal(at_result_key_split(bad_results[i], &rk), AT_ERR_DB_CORRUPT);
+        assert_non_null(strstr(at_errmsg(), "malformed results key"));
+    }
+    const char *bad_best[] = {"", "p", "p|", "|d", "p|d|x"};
+    for (size_t i = 0; i < sizeof bad_best / sizeof bad_best[0]; i++) {
+        assert_int_equal(at_best_key_split(bad_best[i], &bk), AT_ERR_DB_CORRUPT);
+        assert_non_null(strstr(at_errmsg(), bad_best[i]));
+    }
+    assert_int_equal(at_result_key_split(NULL, &rk), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_best_key_split("p|d", NULL), AT_ERR_INVALID_ARG);
+
+    char bad_cfg[][16] = {"", "A", "=1", "A=1,", "A=1,B"};
+    for (size_t i = 0; i < sizeof bad_cfg / sizeof bad_cfg[0]; i++)
+        assert_int_equal(at_config_split(bad_cfg[i], names, values, 4), -1);
+    char many[] = "A=1,B=2,C=3";
+    assert_int_equal(at_config_split(many, names, values, 2), -1);
+}
+
+/* ---- records (cache/record.h) ------------------------------------------------------------- */
+
+static void test_record_tolerant(void **state)
+{
+    char *path = sub(state, "db");
+    at_db_close(open_ok(path));
+    /* As a newer minor version might write them: unknown fields, bare and quoted, anywhere. */
+    raw_put(path, "results", "r|extra",
+            "v2 future=1 status=wrong_result median_us=5 note=\"a \\\"q\\\" b=c\" min_us=4 "
+            "reason=\"boom\" empty= tail=\"\"");
+    /* Missing optional fields, any order, an old tag. */
+    raw_put(path, "results", "r|sparse", "v1 reason=\"x\" status=timeout");
+    raw_put(path, "best", "b|extra",
+            "v2 hash=00aa zz=\"x y\" config=\"BM=1\" time_us=3 template=\"gemm_mma\" space=96 "
+            "more=-2");
+    raw_put(path, "best", "b|old", "v1 config=\"BM=2\" hash=00bb");
+    /* Required fields missing, a newer record version, damage. */
+    raw_put(path, "results", "r|nostatus", "v2 median_us=3 reason=\"\"");
+    raw_put(path, "best", "b|nohash", "v2 config=\"BM=1\" time_us=1");
+    raw_put(path, "best", "b|noconfig", "v2 hash=00aa");
+    raw_put(path, "results", "r|v3", "v3 status=ok brand_new=1");
+    raw_put(path, "results", "r|notag", "status=ok");
+    raw_put(path, "results", "r|twice", "v2 status=ok status=timeout");
+    raw_put(path, "results", "r|quotednum", "v2 status=ok median_us=\"5\"");
+    raw_put(path, "results", "r|barestr", "v2 status=ok reason=x");
+    raw_put(path, "results", "r|badquote", "v2 status=ok other=\"open");
+    raw_put(path, "results", "r|badstatus", "v2 status=fine");
+    raw_put(path, "results", "r|negreps", "v2 status=ok reps=-1");
+    at_db *db = open_ok(path);
+
+    at_result_rec r;
+    assert_int_equal(at_db_get_result(db, "r|extra", &r), AT_OK);
+    assert_int_equal(r.status, AT_RS_WRONG_RESULT);
+    assert_true(r.median_us == 5 && r.min_us == 4 && r.max_us == 0);
+    assert_string_equal(r.reason, "boom");
+    assert_int_equal(at_db_get_result(db, "r|sparse", &r), AT_OK);
+    assert_int_equal(r.status, AT_RS_TIMEOUT);
+    assert_true(r.median_us == 0 && r.compile_ms == 0 && r.max_rel_error == 0);
+    assert_int_equal(r.reps, 0);
+    assert_int_equal(r.early_stop, 0);
+    assert_int_equal(r.when, 0);
+    assert_string_equal(r.reason, "x");
+
+    at_best_rec b;
+    assert_int_equal(at_db_get_best(db, "b|extra", &b), AT_OK);
+    assert_string_equal(b.config, "BM=1");
+    assert_string_equal(b.template_hash, "00aa");
+    assert_string_equal(b.template_name, "gemm_mma");
+    assert_int_equal(b.space, 96);
+    assert_true(b.time_us == 3 && b.gflops == 0);
+    assert_int_equal(at_db_get_best(db, "b|old", &b), AT_OK);
+    assert_string_equal(b.config, "BM=2");
+    assert_string_equal(b.template_name, "");
+    assert_int_equal(b.space, 0);
+    assert_string_equal(b.compiler, "");
+
+    assert_int_equal(at_db_get_result(db, "r|nostatus", &r), AT_ERR_DB_CORRUPT);
+    assert_non_null(strstr(at_errmsg(), "'r|nostatus'"));
+    assert_non_null(strstr(at_errmsg(), "required field status is missing"));
+    assert_int_equal(at_db_get_best(db, "b|nohash", &b), AT_ERR_DB_CORRUPT);
+    assert_non_null(strstr(at_errmsg(), "'b|nohash'"));
+    assert_non_null(strstr(at_errmsg(), "required field hash"));
+    assert_int_equal(at_db_get_best(db, "b|noconfig", &b), AT_ERR_DB_CORRUPT);
+    assert_non_null(strstr(at_errmsg(), "required field config"));
+    assert_int_equal(at_db_get_result(db, "r|v3", &r), AT_ERR_DB_VERSION);
+    assert_non_null(strstr(at_errmsg(), "'r|v3'"));
+    assert_non_null(strstr(at_errmsg(), "v3 is newer"));
+    const char *damaged[] = {"r|notag",    "r|twice",     "r|quotednum", "r|barestr",
+                             "r|badquote", "r|badstatus", "r|negreps"};
+    for (size_t i = 0; i < sizeof damaged / sizeof damaged[0]; i++) {
+        assert_int_equal(at_db_get_result(db, damaged[i], &r), AT_ERR_DB_CORRUPT);
+        assert_non_null(strstr(at_errmsg(), damaged[i]));
+    }
+    /* put_best over a record it cannot read: refused without force. */
+    at_best_rec nb = sample_best("00aa", 1.0);
+    assert_int_equal(at_db_put_best(db, "b|nohash", &nb, 0), AT_ERR_DB_CORRUPT);
+    assert_int_equal(at_db_put_best(db, "b|nohash", &nb, 1), AT_OK);
+    /* A record that would not read back is never written. */
+    at_result_rec neg = sample_result(0);
+    neg.reps = -3;
+    char *key = "r|new";
+    assert_int_equal(at_db_put_results(db, 1, &key, &neg), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "'r|new' cannot be stored"));
+    neg = sample_result(0);
+    neg.status = AT_RS_COUNT;
+    assert_int_equal(at_db_put_results(db, 1, &key, &neg), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_db_get_result(db, key, &r), AT_ERR_NOT_FOUND);
+    at_db_close(db);
+
+    /* The parser alone: the text need not be NUL-terminated. */
+    const char text[] = "v2 status=ok median_us=7 reason=\"r\"XXXX";
+    assert_int_equal(at_result_rec_parse(text, sizeof text - 5, &r), AT_OK);
+    assert_string_equal(r.reason, "r");
+    assert_int_equal(at_result_rec_parse(text, 13, &r), AT_OK);             /* "v2 status=ok " */
+    assert_int_equal(at_result_rec_parse(text, 12, &r), AT_OK);             /* "v2 status=ok" */
+    assert_int_equal(at_result_rec_parse(text, 11, &r), AT_ERR_DB_CORRUPT); /* "status=o" */
+    assert_int_equal(at_result_rec_parse(text, 0, &r), AT_ERR_DB_CORRUPT);
+    free(path);
+}
+
+static void test_best_new_fields(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    at_best_rec b = sample_best("0123456789abcdef", 10.0), back;
+    snprintf(b.template_name, sizeof b.template_name, "gemm_mma");
+    b.space = 128436;
+    assert_int_equal(at_db_put_best(db, "p|d", &b, 0), AT_OK);
+    assert_int_equal(at_db_get_best(db, "p|d", &back), AT_OK);
+    assert_string_equal(back.template_name, "gemm_mma");
+    assert_int_equal(back.space, 128436);
+    assert_string_equal(back.config, b.config);
+    char text[4096];
+    at_best_rec_format(&b, text, sizeof text);
+    assert_true(strncmp(text, "v2 config=", 10) == 0);
+    assert_non_null(strstr(text, " template=\"gemm_mma\" space=128436"));
+    b.space = -1;
+    assert_int_equal(at_db_put_best(db, "p|d", &b, 1), AT_ERR_INVALID_ARG);
+    at_db_close(db);
+    free(path);
+}
+
+/* The value of meta/key, "" when absent. */
+static void meta_value(at_db *db, const char *key, char *out, size_t len)
+{
+    collect c = {0};
+    assert_int_equal(at_db_scan(db, "meta", key, collect_fn, &c), AT_OK);
+    snprintf(out, len, "%s", "");
+    for (int i = 0; i < c.n && i < 64; i++)
+        if (strcmp(c.keys[i], key) == 0) snprintf(out, len, "%s", c.values[i]);
+}
+
+/* Sets meta/schema of the database at path (not open here) and checks that a read-write and a
+ * read-only open both refuse it with AT_ERR_DB_VERSION and a message naming the file and
+ * holding want, leaving data.mdb byte-for-byte as it was. */
+static void assert_refused(const char *path, const char *file, const char *schema, const char *want)
+{
+    raw_put(path, "meta", "schema", schema);
+    size_t n = 0;
+    char *before = slurp(file, &n);
+    for (int readonly = 0; readonly <= 1; readonly++) {
+        at_db *db = (at_db *)1;
+        assert_int_equal(at_db_open(path, readonly, &db), AT_ERR_DB_VERSION);
+        assert_null(db);
+        assert_non_null(strstr(at_errmsg(), file));
+        assert_non_null(strstr(at_errmsg(), want));
+        assert_file_is(file, before, n);
+    }
+    free(before);
+}
+
 static void test_newer_schema(void **state)
 {
     char *path = sub(state, "db");
     at_db_close(open_ok(path));
-    raw_put(path, "meta", "schema", "99");
     char *file = sub(state, "db/data.mdb");
-    size_t n = 0;
-    char *before = slurp(file, &n);
-    at_db *db = (at_db *)1;
-    assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_VERSION);
-    assert_null(db);
-    assert_non_null(strstr(at_errmsg(), "newer autotune (schema 99 > 1)"));
-    assert_file_is(file, before, n);
-    assert_int_equal(at_db_open(path, 1, &db), AT_ERR_DB_VERSION);
-    assert_file_is(file, before, n);
-    free(before);
+    assert_refused(path, file, "99", "newer autotune (schema 99 > 2)");
 
     raw_put(path, "meta", "schema", "abc");
-    before = slurp(file, &n);
+    size_t n = 0;
+    char *before = slurp(file, &n);
+    at_db *db = NULL;
     assert_int_equal(at_db_open(path, 0, &db), AT_ERR_DB_CORRUPT);
     assert_non_null(strstr(at_errmsg(), "not a number"));
     assert_file_is(file, before, n);
     free(before);
+
+    /* One major above ours. */
+    assert_refused(path, file, "3", "(schema 3 > 2)");
+
+    /* A newer minor of our major opens and is written; its minor is kept. */
+    raw_put(path, "meta", "schema", "2");
+    raw_put(path, "meta", "schema_minor", "9");
+    db = open_ok(path);
+    at_result_rec r = sample_result(2), back;
+    char *key = "p|d|h|A=1";
+    assert_int_equal(at_db_put_results(db, 1, &key, &r), AT_OK);
+    assert_int_equal(at_db_get_result(db, key, &back), AT_OK);
+    char v[32];
+    meta_value(db, "schema_minor", v, sizeof v);
+    assert_string_equal(v, "9");
+    at_db_close(db);
+
+    /* Another process moves the file to a newer major while it is open here: the next write
+     * is refused, nothing is written. */
+    db = open_ok(path);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        raw_put(path, "meta", "schema", "3");
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    key = "p|d|h|A=2";
+    assert_int_equal(at_db_put_results(db, 1, &key, &r), AT_ERR_DB_VERSION);
+    assert_non_null(strstr(at_errmsg(), "(schema 3 > 2)"));
+    assert_int_equal(at_db_get_result(db, key, &back), AT_ERR_NOT_FOUND);
+    at_db_close(db);
     free(file);
     free(path);
 }
@@ -896,6 +1130,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_map_growth, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_garbage_file, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_truncated_file, make_tmp, remove_tmp),
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test_setup_teardown(test_record_tolerant, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_best_new_fields, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_newer_schema, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_foreign_lmdb, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_unwritable_path, make_tmp, remove_tmp),

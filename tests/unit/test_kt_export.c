@@ -8,38 +8,15 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "cache/db.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static int make_tmp(void **state)
-{
-    char tmpl[] = "/tmp/at_test_kt_XXXXXX";
-    char *d = mkdtemp(tmpl);
-    assert_non_null(d);
-    *state = strdup(d);
-    return 0;
-}
-
-static int remove_tmp(void **state)
-{
-    if (*state) nftw(*state, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(*state);
-    return 0;
-}
 
 #define P  "gemm/f32/nn/8x8x8"
 #define D1 "opencl/dev/one/2"
