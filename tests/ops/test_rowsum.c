@@ -1,13 +1,15 @@
 /* test_rowsum.c — the second operation end to end on the OpenCL device through the library's
  * generic calls and its own typed ones: problems from text, tune with report and cache hit,
  * get with its fallbacks, launch on the caller's buffers, bad problems, the database keys. */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "tests/unit/tmpdir.h"
 
 #include "rowsum.h"
 
@@ -16,30 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char g_dir[64];
-
-static at_context *open_ctx(void)
+/* A context on the OpenCL device with its database in the test's directory. */
+static at_context *open_ctx(void **state)
 {
-    at_context_options o = {.backend = AT_BACKEND_OPENCL, .db_path = g_dir};
+    at_context_options o = {.backend = AT_BACKEND_OPENCL, .db_path = *state};
     at_context *ctx = NULL;
     at_status s = at_context_create(&o, &ctx);
     if (s != AT_OK) fail_msg("context: %s", at_context_last_error(ctx));
     return ctx;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/at-test-rowsum-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd);
 }
 
 static void test_registered(void **state)
@@ -120,7 +106,7 @@ static int count_key(void *user, const char *key, const char *value)
 static void test_tune_get_launch(void **state)
 {
     (void)state;
-    at_context *ctx = open_ctx();
+    at_context *ctx = open_ctx(state);
     at_kernel *k = NULL;
     at_source src;
     rowsum_problem q = {.rows = 300, .cols = 77, .alpha = 0.5f};
@@ -164,12 +150,12 @@ static void test_tune_get_launch(void **state)
     int n = 0;
     char why[256];
     at_context_destroy(ctx);
-    assert_int_equal(at_db_visit(g_dir, "results", "rowsum/", count_key, &n, why, sizeof why),
+    assert_int_equal(at_db_visit(*state, "results", "rowsum/", count_key, &n, why, sizeof why),
                      AT_OK);
     assert_int_equal(n, 6);
 
     /* A new context: the hit, then the nearest shape for a neighbour. */
-    ctx = open_ctx();
+    ctx = open_ctx(state);
     assert_int_equal(rowsum_get(ctx, &q, AT_GET_NO_FALLBACK, &k, &src), AT_OK);
     assert_int_equal(src, AT_SOURCE_HIT);
     at_kernel_destroy(k);
@@ -184,7 +170,7 @@ static void test_tune_get_launch(void **state)
 static void test_bad_problems(void **state)
 {
     (void)state;
-    at_context *ctx = open_ctx();
+    at_context *ctx = open_ctx(state);
     at_kernel *k = NULL;
     rowsum_problem q = {.rows = 4, .cols = 0};
     assert_int_equal(rowsum_get(ctx, &q, 0, &k, NULL), AT_ERR_INVALID_ARG);
@@ -209,5 +195,5 @@ int main(void)
         cmocka_unit_test(test_tune_get_launch),
         cmocka_unit_test(test_bad_problems),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, make_tmp, remove_tmp);
 }

@@ -1,13 +1,15 @@
 /* test_api.c — the public library API on the OpenCL device: context errors, get with its
  * fallbacks (default, hit, nearest, no-fallback), tune with report and cache hit, resume after
  * cancel, bad problems, buffer range checks. */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "tests/unit/tmpdir.h"
 
 #include "autotune.h"
 #include "tuner/tuner.h" /* at_kernel's from_binary: the binaries table was really used */
@@ -16,37 +18,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char g_dir[64];
-
-static at_context *open_ctx(void)
+/* A context on the OpenCL device with its database in the test's directory. */
+static at_context *open_ctx(void **state)
 {
-    at_context_options o = {.backend = AT_BACKEND_OPENCL, .db_path = g_dir};
+    at_context_options o = {.backend = AT_BACKEND_OPENCL, .db_path = *state};
     at_context *ctx = NULL;
     at_status s = at_context_create(&o, &ctx);
     if (s != AT_OK) fail_msg("context: %s", at_context_last_error(ctx));
     return ctx;
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/at-test-api-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd);
-}
-
 static void test_context_errors(void **state)
 {
     (void)state;
     at_context *ctx = NULL;
-    at_context_options o = {.backend = AT_BACKEND_CUDA, .db_path = g_dir};
+    at_context_options o = {.backend = AT_BACKEND_CUDA, .db_path = *state};
     assert_int_equal(at_context_create(&o, &ctx), AT_ERR_NO_BACKEND);
     assert_non_null(strstr(at_context_last_error(ctx), "cuda"));
     at_context_destroy(ctx);
@@ -69,7 +55,7 @@ static void test_context_errors(void **state)
 static void test_bad_problems(void **state)
 {
     (void)state;
-    at_context *ctx = open_ctx();
+    at_context *ctx = open_ctx(state);
     at_kernel *k = NULL;
     at_gemm_problem p = {.m = 0, .n = 4, .k = 4, .alpha = 1};
     assert_int_equal(at_gemm_get(ctx, &p, 0, &k, NULL), AT_ERR_INVALID_ARG);
@@ -95,7 +81,7 @@ static void test_bad_problems(void **state)
 static void test_get_tune_hit_nearest(void **state)
 {
     (void)state;
-    at_context *ctx = open_ctx();
+    at_context *ctx = open_ctx(state);
     at_gemm_problem p = {.m = 40, .n = 24, .k = 31, .alpha = 1};
     at_kernel *k = NULL;
     at_source src;
@@ -141,7 +127,7 @@ static void test_get_tune_hit_nearest(void **state)
     at_context_destroy(ctx);
 
     /* A new process (context) loads the tuned kernel from the binaries table. */
-    ctx = open_ctx();
+    ctx = open_ctx(state);
     assert_int_equal(at_gemm_get(ctx, &p, AT_GET_NO_FALLBACK, &k, &src), AT_OK);
     assert_int_equal(src, AT_SOURCE_HIT);
     assert_int_equal(k->from_binary, 1);
@@ -160,7 +146,7 @@ static void cancel_after_three(void *user, int64_t done, int64_t budget, double 
 static void test_cancel_then_resume(void **state)
 {
     (void)state;
-    at_context *ctx = open_ctx();
+    at_context *ctx = open_ctx(state);
     at_gemm_problem p = {.m = 21, .n = 18, .k = 9, .alpha = 1, .beta = 0.5f};
     volatile int cancel = 0;
     at_tune_options t = {.strategy = "random",
@@ -190,7 +176,7 @@ static void test_cancel_then_resume(void **state)
 static void test_buffers(void **state)
 {
     (void)state;
-    at_context *ctx = open_ctx();
+    at_context *ctx = open_ctx(state);
     at_buffer *b = NULL;
     assert_int_equal(at_buffer_create(ctx, 0, &b), AT_ERR_INVALID_ARG);
     assert_int_equal(at_buffer_create(ctx, 64, &b), AT_OK);
@@ -223,5 +209,5 @@ int main(void)
         cmocka_unit_test(test_cancel_then_resume),
         cmocka_unit_test(test_buffers),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, make_tmp, remove_tmp);
 }
