@@ -421,42 +421,32 @@ static const char *LOG_WGMMA_SERIALIZED =
     "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
     "ptxas info    : Used 182 registers, used 1 barriers\n";
 
+/* The report of kernel in log, field by field: registers, spill, shared, local, max_threads,
+ * serialized. */
+static void expect_report(const char *log, const char *kernel, at_resources want)
+{
+    at_resources r;
+    assert_int_equal(at_cuda_parse_ptxas(log, kernel, &r), 0);
+    assert_int_equal(r.registers, want.registers);
+    assert_int_equal(r.spill_bytes, want.spill_bytes);
+    assert_int_equal(r.shared_bytes, want.shared_bytes);
+    assert_int_equal(r.local_bytes, want.local_bytes);
+    assert_int_equal(r.max_threads, want.max_threads);
+    assert_int_equal(r.serialized, want.serialized);
+}
+
 static void test_report_parser(void **state)
 {
     (void)state;
+    expect_report(LOG_WGMMA_SERIALIZED, "gemm_wgmma", (at_resources){182, 0, 0, 0, -1, 1});
+    expect_report(LOG_TWO_KERNELS, "k", (at_resources){15, 0, 4096, 0, -1, 0});
+    /* a stack frame without spills */
+    expect_report(LOG_TWO_KERNELS, "spill", (at_resources){32, 0, 0, 1024, -1, 0});
+    expect_report(LOG_TWO_KERNELS, NULL, (at_resources){32, 0, 0, 1024, -1, 0}); /* the first */
+    expect_report(LOG_SPILLS, "heavy", (at_resources){24, 964 + 1000, 0, 624, -1, 0});
+    expect_report(LOG_SM80_DEVFN, "gemm", (at_resources){40, 16, 8192, 16, -1, 0});
+
     at_resources r;
-    assert_int_equal(at_cuda_parse_ptxas(LOG_WGMMA_SERIALIZED, "gemm_wgmma", &r), 0);
-    assert_int_equal(r.registers, 182);
-    assert_int_equal(r.serialized, 1);
-    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "k", &r), 0);
-    assert_int_equal(r.serialized, 0);
-    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "k", &r), 0);
-    assert_int_equal(r.registers, 15);
-    assert_int_equal(r.shared_bytes, 4096);
-    assert_int_equal(r.spill_bytes, 0);
-    assert_int_equal(r.local_bytes, 0);
-
-    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "spill", &r), 0);
-    assert_int_equal(r.registers, 32);
-    assert_int_equal(r.shared_bytes, 0);
-    assert_int_equal(r.spill_bytes, 0);
-    assert_int_equal(r.local_bytes, 1024); /* a stack frame without spills */
-
-    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, NULL, &r), 0); /* the first */
-    assert_int_equal(r.registers, 32);
-
-    assert_int_equal(at_cuda_parse_ptxas(LOG_SPILLS, "heavy", &r), 0);
-    assert_int_equal(r.registers, 24);
-    assert_int_equal(r.spill_bytes, 964 + 1000);
-    assert_int_equal(r.local_bytes, 624);
-    assert_int_equal(r.shared_bytes, 0);
-
-    assert_int_equal(at_cuda_parse_ptxas(LOG_SM80_DEVFN, "gemm", &r), 0);
-    assert_int_equal(r.registers, 40);
-    assert_int_equal(r.shared_bytes, 8192);
-    assert_int_equal(r.spill_bytes, 16);
-    assert_int_equal(r.local_bytes, 16);
-
     /* Not there, prefixes of a name, no report at all. */
     assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "nothere", &r), -1);
     assert_int_equal(r.registers, -1);
