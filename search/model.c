@@ -498,4 +498,4 @@ static void model_report(at_search *s, size_t c, double y)
     if (y < m->yseen) m->yseen = y;
 }
 
-const strategy_ops at_strategy_model = {"model", model_init, model_next, model_report, model_free};
+const strategy_ops at_strategy_model = {model_init, model_next, model_report, model_free};
