@@ -126,7 +126,7 @@ static at_status model_init(at_search *s)
     model_state *m = calloc(1, sizeof *m);
     if (!m) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
     s->impl = m;
-    /* Features: every parameter with more than one value, and the prior. */
+    /* Features: every parameter with more than one value. */
     size_t feat_of[256], nf = 0;
     for (size_t j = 0; j < np && nf < 256; j++) {
         if (s->space.nvalues[j] >= 2) feat_of[nf++] = j;

@@ -1,7 +1,7 @@
-/* costmodel.h — an analytic GEMM cost model: ranks the configs of a bound GEMM space on a
+/* gemm_cost.h — an analytic GEMM cost model: ranks the configs of a bound GEMM space on a
  * device before any is measured, as the model-based search's prior. */
-#ifndef AT_COSTMODEL_H
-#define AT_COSTMODEL_H
+#ifndef AT_GEMM_COST_H
+#define AT_GEMM_COST_H
 
 #include "tuner/backend.h"
 
