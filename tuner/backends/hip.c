@@ -172,9 +172,9 @@ static at_status read_meta(at_bprog *p)
     return AT_OK;
 }
 
-/* hiprtcVersion alone does not tell ROCm releases apart (ROCm 5.2 answers 0.2112), so the
+/* hiprtcVersion alone does not tell ROCm releases apart (Debian's ROCm 5.2 answers 9.0), so the
  * version also names the library file the compiler lives in, which carries the release:
- * "hipRTC 0.2112 (libamdhip64.so.5.2.21153)". */
+ * "hipRTC 9.0 (libamdhip64.so.5.2.21153)". */
 static int rtc_start(at_gpu_lib *l, const char *used)
 {
     if (at_gpu_rtc_start(l, used) != 0) return -1;
