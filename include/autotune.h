@@ -111,7 +111,7 @@ typedef struct at_gemm_problem {
 
 typedef struct at_tune_options {
     const char *strategy; /* one of at_tune_strategies(); NULL: the first, the default */
-    int64_t max_evals;    /* 0: the default budget */
+    int64_t max_evals;    /* 0: the default budget (60 s; exhaustive: the whole space) */
     double max_seconds;   /* 0: the default budget */
     uint64_t seed;        /* 0: a fixed default seed */
     int force;            /* re-measure even if the database has results */

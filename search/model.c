@@ -126,7 +126,7 @@ static at_status model_init(at_search *s)
     model_state *m = calloc(1, sizeof *m);
     if (!m) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
     s->impl = m;
-    /* Features: every parameter with more than one value, and the prior. */
+    /* Features: every parameter with more than one value. */
     size_t feat_of[256], nf = 0;
     for (size_t j = 0; j < np && nf < 256; j++) {
         if (s->space.nvalues[j] >= 2) feat_of[nf++] = j;
@@ -498,4 +498,4 @@ static void model_report(at_search *s, size_t c, double y)
     if (y < m->yseen) m->yseen = y;
 }
 
-const strategy_ops at_strategy_model = {"model", model_init, model_next, model_report, model_free};
+const strategy_ops at_strategy_model = {model_init, model_next, model_report, model_free};

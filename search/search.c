@@ -5,6 +5,7 @@
 #include "strategy.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,8 +84,8 @@ size_t at_search_fallback(at_search *s)
 
 static size_t order_next(at_search *s) { return at_search_fallback(s); }
 
-static const strategy_ops g_exhaustive = {"exhaustive", NULL, order_next, NULL, NULL};
-static const strategy_ops g_random = {"random", NULL, order_next, NULL, NULL};
+static const strategy_ops g_exhaustive = {NULL, order_next, NULL, NULL};
+static const strategy_ops g_random = {NULL, order_next, NULL, NULL};
 
 /* ---- simulated annealing ------------------------------------------------------------------- */
 
@@ -186,7 +187,7 @@ static void sa_report(at_search *s, size_t c, double y)
     }
 }
 
-static const strategy_ops g_annealing = {"annealing", sa_init, sa_next, sa_report, sa_free};
+static const strategy_ops g_annealing = {sa_init, sa_next, sa_report, sa_free};
 
 /* ---- genetic algorithm --------------------------------------------------------------------- */
 
@@ -265,31 +266,53 @@ static void ga_report(at_search *s, size_t c, double y)
     g->popy[i] = y;
 }
 
-static const strategy_ops g_genetic = {"genetic", ga_init, ga_next, ga_report, ga_free};
+static const strategy_ops g_genetic = {ga_init, ga_next, ga_report, ga_free};
 
 /* ---- the shared loop --------------------------------------------------------------------- */
 
-static const strategy_ops *const g_ops[] = {&at_strategy_model, &g_random, &g_exhaustive,
-                                            &g_annealing, &g_genetic};
-#define NSTRATEGIES (sizeof g_ops / sizeof g_ops[0])
-static const char *const g_strategies[] = {"model",     "random",  "exhaustive",
-                                           "annealing", "genetic", NULL};
+/* Every strategy, by name: X(name, steps). The first is the default (a NULL strategy), the one
+ * the replay benchmark chose (docs/search.md); the order is the one at_search_strategies() and
+ * the CLI list. */
+/* Name, steps, and the seconds a tuning run gets when no budget is given (0: none, for the one
+ * that covers the space by definition). */
+#define AT_STRATEGIES(X)                                                                           \
+    X("model", at_strategy_model, 60)                                                              \
+    X("random", g_random, 60)                                                                      \
+    X("exhaustive", g_exhaustive, 0)                                                               \
+    X("annealing", g_annealing, 60)                                                                \
+    X("genetic", g_genetic, 60)
 
-const char *const *at_search_strategies(void) { return g_strategies; }
+#define AT_STRATEGY_NAME(name, ops, secs) name,
+#define AT_STRATEGY_OPS(name, ops, secs)  &ops,
+#define AT_STRATEGY_SECS(name, ops, secs) secs,
+static const char *const g_names[] = {AT_STRATEGIES(AT_STRATEGY_NAME) NULL};
+static const strategy_ops *const g_ops[] = {AT_STRATEGIES(AT_STRATEGY_OPS)};
+static const double g_default_seconds[] = {AT_STRATEGIES(AT_STRATEGY_SECS)};
+#define NSTRATEGIES (sizeof g_ops / sizeof g_ops[0])
+
+const char *const *at_search_strategies(void) { return g_names; }
+
+double at_search_default_seconds(const char *strategy)
+{
+    for (size_t i = 0; i < NSTRATEGIES; i++)
+        if (strcmp(strategy ? strategy : g_names[0], g_names[i]) == 0) return g_default_seconds[i];
+    return g_default_seconds[0];
+}
 
 at_status at_search_create(const at_search_space *space, const at_search_options *opts,
                            at_search **out)
 {
     *out = NULL;
-    const char *name = opts && opts->strategy ? opts->strategy : AT_SEARCH_DEFAULT;
+    const char *name = opts && opts->strategy ? opts->strategy : g_names[0];
     const strategy_ops *ops = NULL;
     for (size_t i = 0; i < NSTRATEGIES; i++)
-        if (strcmp(name, g_ops[i]->name) == 0) ops = g_ops[i];
-    if (!ops)
-        return at_fail(AT_ERR_INVALID_ARG,
-                       "unknown strategy '%s' (known: model, random, exhaustive, annealing, "
-                       "genetic)",
-                       name);
+        if (strcmp(name, g_names[i]) == 0) ops = g_ops[i];
+    if (!ops) {
+        char known[256] = "";
+        for (size_t i = 0, n = 0; i < NSTRATEGIES && n < sizeof known; i++)
+            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", g_names[i]);
+        return at_fail(AT_ERR_INVALID_ARG, "unknown strategy '%s' (known: %s)", name, known);
+    }
     at_search *s = calloc(1, sizeof *s);
     size_t n = space->nconfigs, np = space->nparams;
     if (!s) return at_fail(AT_ERR_NO_MEMORY, "out of memory");

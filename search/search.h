@@ -21,7 +21,7 @@ typedef struct at_search_space {
 } at_search_space;
 
 typedef struct at_search_options {
-    const char *strategy; /* one of at_search_strategies(); NULL = AT_SEARCH_DEFAULT */
+    const char *strategy; /* one of at_search_strategies(); NULL: the first, the default */
     uint64_t seed;        /* same seed, same proposals */
     int64_t max_evals;    /* 0 = no limit */
     double max_seconds;   /* 0 = no limit; wall clock from create, or `clock` when given */
@@ -39,9 +39,6 @@ typedef struct at_search_options {
     void *clock_user;
 } at_search_options;
 
-/* The strategy used when none is named (chosen by the replay benchmark, docs/search.md). */
-#define AT_SEARCH_DEFAULT "model"
-
 typedef struct at_search at_search;
 
 /* AT_ERR_INVALID_ARG for an unknown strategy (the message lists the known ones). */
@@ -57,7 +54,12 @@ void at_search_report(at_search *s, size_t config, double time);
 int64_t at_search_evaluated(const at_search *s);
 /* Best config and time so far; returns 0 if none succeeded. */
 int at_search_best(const at_search *s, size_t *config, double *time);
-/* NULL-terminated names of the strategies. */
+/* NULL-terminated names of the strategies; the first ("model", chosen by the replay benchmark,
+ * docs/search.md) is the default, used when at_search_options.strategy is NULL. Budgets have no
+ * default here (0: no limit); the tuning calls add theirs (60 s; docs/search.md). */
 const char *const *at_search_strategies(void);
+/* The seconds budget a tuning run with this strategy (NULL: the default) gets when it is given
+ * no budget: 60, or 0 (none) for exhaustive, which covers the space by definition. */
+double at_search_default_seconds(const char *strategy);
 
 #endif

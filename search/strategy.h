@@ -10,8 +10,8 @@
 /* Per-config state in at_search.state. */
 enum { CFG_NEW = 0, CFG_PROPOSED = 1, CFG_REPORTED = 2 };
 
+/* A strategy's steps; its name is in search.c's one table of strategies (AT_STRATEGIES). */
 typedef struct strategy_ops {
-    const char *name;
     at_status (*init)(at_search *s);                  /* may be NULL */
     size_t (*next)(at_search *s);                     /* a CFG_NEW config, or AT_NONE */
     void (*report)(at_search *s, size_t c, double y); /* y = log(time), INFINITY if failed */

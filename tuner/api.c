@@ -277,9 +277,8 @@ static void default_tune_options(const at_tune_options *in, at_tune_options *o)
 {
     if (in) *o = *in;
     /* Without a budget, a search stops after a minute; exhaustive runs to the end. */
-    if (o->max_evals <= 0 && o->max_seconds <= 0 &&
-        (!o->strategy || strcmp(o->strategy, "exhaustive") != 0))
-        o->max_seconds = 60;
+    if (o->max_evals <= 0 && o->max_seconds <= 0)
+        o->max_seconds = at_search_default_seconds(o->strategy);
     if (!o->seed) o->seed = 1;
 }
 

@@ -6,7 +6,7 @@ set -uo pipefail
 AT=${1:?usage: test_cli.sh path/to/autotune}
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
-. "$here/lib.sh" # $work, ok, bad, expect RC PATTERN -- ARGS, json EXPR, finish
+. "$here/lib.sh" # $work, ok, bad, skip, have_lib, expect RC PATTERN -- ARGS, json EXPR, finish
 export AUTOTUNE_DB="$work/default-db"
 unset AUTOTUNE_BACKEND
 
@@ -55,22 +55,22 @@ expect 2 "--compile needs --arch" -- space gemm --compile
 expect 2 "--arch is for --compile" -- space gemm --arch sm_90a
 expect 2 "unknown CUDA target 'sm_75'|backend" -- space gemm --arch sm_75 --compile
 expect 2 "opencl backend compiles only for a present device" -- space gemm --backend opencl --arch sm_80 --compile
-if ldconfig -p | grep -q 'libnvrtc\.so\.1[23] '; then
+if have_lib AUTOTUNE_NVRTC_LIBRARY 'libnvrtc\.so\.1[23] '; then
   expect 0 "2 ok, 0 compile errors" -- space gemm --backend cuda --arch sm_80 --compile --limit 2
   expect 0 '"compiled":2' -- space gemm --arch sm_90a --compile --limit 2 --dtype bf16 --json
   expect 0 '"template":"gemm_wgmma"' -- space gemm --arch sm_90a --compile --limit 1 --dtype bf16 --json
   expect 0 '"template":"gemm_mma".*"compiled":1' -- space gemm --arch sm_90a --compile --limit 1 --dtype f16 --template gemm_mma --json
 else
-  echo "skip the CUDA compile checks: no NVRTC on this machine"
+  skip "the CUDA compile checks: no NVRTC on this machine"
 fi
 expect 2 "unknown HIP target 'gfx90b'" -- space gemm --arch gfx90b --compile
-if ldconfig -p | grep -q 'libamdhip64\.so\.5 \|libhiprtc\.so'; then
+if have_lib AUTOTUNE_HIPRTC_LIBRARY 'libamdhip64\.so\.5 \|libhiprtc\.so'; then
   expect 0 '"compiled":1' -- space gemm --arch gfx90a --compile --limit 1 --dtype bf16 --json
   if ldconfig -p | grep -q 'libamdhip64\.so\.5 '; then # ROCm 5.2's hipRTC aborts on gfx942
     expect 2 "compiler does not support this target" -- space gemm --arch gfx942 --compile --limit 1
   fi
 else
-  echo "skip the HIP compile checks: no hipRTC on this machine"
+  skip "the HIP compile checks: no hipRTC on this machine"
 fi
 # Runtime failures: exit 1.
 expect 1 "backend 'cuda' is not available" -- gemm --m 8 --n 8 --backend cuda --db "$work/db0"
@@ -311,7 +311,7 @@ if [ -f "$real" ]; then
   json 'd["space"] == 4362 and d["space_failed"] == 161 and abs(d["optimum_time"] - 0.5536) < 1e-3 and d["evaluated"] == 218' |
     grep -q True && ok "replay of a Kernel Tuner recording" || bad "real replay: $(head -c 600 "$work/out.json")"
 else
-  echo "skip replay of a real recording: $real is absent"
+  skip "replay of a real recording: $real is absent"
 fi
 
 # ---- a database written by 0.1 (schema 1) still answers ---------------------------------------

@@ -3,7 +3,8 @@
  * beta 0 and not, every layout, f16 and bf16, and two launches in a row on one workspace that
  * must be all zero again after each. Configs are built directly (not through the space's
  * constraints), so edge cases the tuner would never pick are run too. Without a GPU it only
- * compiles the configs for sm_90a (when NVRTC is there) and skips. */
+ * compiles the configs for sm_90a (when NVRTC is there) and exits 77 (ctest: skipped). */
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/test_support.h"
 #include "tuner/ops/gemm.h"
 
 #include <math.h>
@@ -19,13 +21,18 @@
 #include <string.h>
 
 static at_context g_ctx;
+static char g_no_device[512]; /* why no CUDA device can be used; "" when one can */
 
 static int setup(void **state)
 {
     (void)state;
     char why[256];
     g_ctx.ops = &at_cuda_backend;
-    if (g_ctx.ops->probe(why, sizeof why) != AT_OK || g_ctx.ops->device_count() < 1) return 0;
+    if (g_ctx.ops->probe(why, sizeof why) != AT_OK || g_ctx.ops->device_count() < 1) {
+        snprintf(g_no_device, sizeof g_no_device, "no usable CUDA device: %s", why);
+        return 0;
+    }
+    /* A device that is there must open: a failure here fails the test. */
     if (g_ctx.ops->device_info(0, &g_ctx.info) != AT_OK || g_ctx.ops->open(0, &g_ctx.dev) != AT_OK)
         g_ctx.dev = NULL;
     return 0;
@@ -181,7 +188,9 @@ static void compile_only(void)
 {
     at_device_info info;
     at_bdev *d = NULL;
-    if (at_cuda_backend.open_target("sm_90a", &info, &d) != AT_OK) return; /* no NVRTC */
+    char why[512];
+    if (!at_test_have_compiler(&at_cuda_backend, "sm_90a", why, sizeof why)) return;
+    assert_int_equal(at_cuda_backend.open_target("sm_90a", &info, &d), AT_OK);
     at_gemm_problem p = {.m = 37, .n = 200, .k = 5, .dtype = AT_DTYPE_BF16, .alpha = 1};
     at_template *t = NULL;
     assert_int_equal(at_template_load("gemm_mma", "cuda", &t), AT_OK);
@@ -205,10 +214,11 @@ static void compile_only(void)
 static void test_splitk_on_device(void **state)
 {
     (void)state;
-    if (!g_ctx.dev) {
+    if (g_no_device[0]) {
         compile_only();
         skip();
     }
+    if (!g_ctx.dev) fail_msg("CUDA device 0 is there but does not open: %s", at_errmsg());
     static const struct {
         int m, n, k;
         at_layout lay;
@@ -229,5 +239,5 @@ static void test_splitk_on_device(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_splitk_on_device)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return at_test_exit(cmocka_run_group_tests(tests, setup, teardown), g_no_device);
 }

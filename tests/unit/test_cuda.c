@@ -2,6 +2,7 @@
  * compiles for real targets (sm_80, sm_90a) through open_target, the ptxas resource report,
  * CUBIN binaries, compile errors, unknown targets and concurrent compiles. The device half
  * (open, buffers, launches) needs a GPU and is exercised by the device tests there.
+ * Without NVRTC the rest runs and the program exits 77 (ctest: skipped).
  * Run: ./build/tests/test_cuda (AT_TEST_VERBOSE=1 prints compile times). */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 
 #include <cmocka.h> /* after the four headers it needs */
 
+#include "tests/unit/test_support.h"
 #include "tuner/backend.h"
 #include "tuner/backends/cuda_report.h"
 
@@ -20,9 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 static const at_backend_ops *B = &at_cuda_backend;
 
@@ -46,7 +46,7 @@ static const char *REDUCE_SRC =
     "    if (threadIdx.x == 0) out[blockIdx.x] = acc;\n"
     "}\n";
 
-static bool g_have_nvrtc;
+static char g_no_nvrtc[512]; /* why NVRTC is not there; "" when it is */
 
 static bool verbose(void) { return getenv("AT_TEST_VERBOSE") != NULL; }
 
@@ -56,14 +56,6 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-#define NEED_NVRTC()                                                                               \
-    do {                                                                                           \
-        if (!g_have_nvrtc) {                                                                       \
-            print_message("NVRTC not loadable here; skipped\n");                                   \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
 
 static at_bdev *open_target_ok(const char *arch)
 {
@@ -76,13 +68,7 @@ static at_bdev *open_target_ok(const char *arch)
 
 static at_bprog *compile_ok(at_bdev *d, const char *src, const char *opts, const char *name)
 {
-    at_bprog *p = NULL;
-    char *log = NULL;
-    at_status s = B->compile(d, src, opts, name, &p, &log);
-    if (s != AT_OK) fail_msg("compile failed (%d): %s\nlog:\n%s", s, at_errmsg(), log ? log : "");
-    free(log);
-    assert_non_null(p);
-    return p;
+    return at_test_compile_ok(B, d, src, opts, name);
 }
 
 /* ---- missing libraries (in a fresh process: each library is loaded once per process) ------- */
@@ -113,18 +99,9 @@ static int child_main(const char *mode, const char *expect)
 
 static void run_child(const char *mode, const char *lib, const char *expect)
 {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        setenv(strcmp(mode, "nvrtc") == 0 ? "AUTOTUNE_NVRTC_LIBRARY" : "AUTOTUNE_CUDA_LIBRARY", lib,
-               1);
-        execl("/proc/self/exe", "test_cuda", CHILD_FLAG, mode, expect, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    const char *const argv[] = {"test_cuda", CHILD_FLAG, mode, expect, NULL};
+    at_test_run_child(
+        strcmp(mode, "nvrtc") == 0 ? "AUTOTUNE_NVRTC_LIBRARY" : "AUTOTUNE_CUDA_LIBRARY", lib, argv);
 }
 
 static void test_missing_nvrtc(void **state)
@@ -191,6 +168,7 @@ static void test_registry(void **state)
 static void test_target_shared_limits(void **state)
 {
     (void)state;
+    AT_TEST_NEED(g_no_nvrtc);
     static const struct {
         const char *arch;
         int64_t optin;
@@ -198,7 +176,7 @@ static void test_target_shared_limits(void **state)
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         at_device_info info;
         at_bdev *d = NULL;
-        if (B->open_target(t[i].arch, &info, &d) != AT_OK) skip(); /* no NVRTC */
+        assert_int_equal(B->open_target(t[i].arch, &info, &d), AT_OK);
         assert_int_equal(info.local_mem_bytes, 48 * 1024);
         assert_int_equal(info.max_shared_optin, t[i].optin);
         B->close(d);
@@ -260,14 +238,14 @@ static void check_target(const char *arch)
 static void test_compile_sm80(void **state)
 {
     (void)state;
-    NEED_NVRTC();
+    AT_TEST_NEED(g_no_nvrtc);
     check_target("sm_80");
 }
 
 static void test_compile_sm90a(void **state)
 {
     (void)state;
-    NEED_NVRTC();
+    AT_TEST_NEED(g_no_nvrtc);
     check_target("sm_90a");
 }
 
@@ -275,7 +253,7 @@ static void test_compile_sm90a(void **state)
 static void test_defines_change_resources(void **state)
 {
     (void)state;
-    NEED_NVRTC();
+    AT_TEST_NEED(g_no_nvrtc);
     at_bdev *d = open_target_ok("sm_90");
     at_bprog *p = compile_ok(d, REDUCE_SRC, "  -DTILE=1024\t-DSCALE=1.0f  ", "reduce_tile");
     at_resources r;
@@ -288,7 +266,7 @@ static void test_defines_change_resources(void **state)
 static void test_compile_errors(void **state)
 {
     (void)state;
-    NEED_NVRTC();
+    AT_TEST_NEED(g_no_nvrtc);
     at_bdev *d = open_target_ok("sm_86");
     at_bprog *p = NULL;
     char *log = NULL;
@@ -378,7 +356,7 @@ static void *compile_thread(void *arg)
 static void test_concurrent_compiles(void **state)
 {
     (void)state;
-    NEED_NVRTC();
+    AT_TEST_NEED(g_no_nvrtc);
     at_bdev *d80 = open_target_ok("sm_80"), *d90 = open_target_ok("sm_90a");
     job jobs[4] = {{d80, 64, 0, 0}, {d90, 128, 0, 0}, {d80, 256, 0, 0}, {d90, 512, 0, 0}};
     pthread_t th[4];
@@ -443,42 +421,32 @@ static const char *LOG_WGMMA_SERIALIZED =
     "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
     "ptxas info    : Used 182 registers, used 1 barriers\n";
 
+/* The report of kernel in log, field by field: registers, spill, shared, local, max_threads,
+ * serialized. */
+static void expect_report(const char *log, const char *kernel, at_resources want)
+{
+    at_resources r;
+    assert_int_equal(at_cuda_parse_ptxas(log, kernel, &r), 0);
+    assert_int_equal(r.registers, want.registers);
+    assert_int_equal(r.spill_bytes, want.spill_bytes);
+    assert_int_equal(r.shared_bytes, want.shared_bytes);
+    assert_int_equal(r.local_bytes, want.local_bytes);
+    assert_int_equal(r.max_threads, want.max_threads);
+    assert_int_equal(r.serialized, want.serialized);
+}
+
 static void test_report_parser(void **state)
 {
     (void)state;
+    expect_report(LOG_WGMMA_SERIALIZED, "gemm_wgmma", (at_resources){182, 0, 0, 0, -1, 1});
+    expect_report(LOG_TWO_KERNELS, "k", (at_resources){15, 0, 4096, 0, -1, 0});
+    /* a stack frame without spills */
+    expect_report(LOG_TWO_KERNELS, "spill", (at_resources){32, 0, 0, 1024, -1, 0});
+    expect_report(LOG_TWO_KERNELS, NULL, (at_resources){32, 0, 0, 1024, -1, 0}); /* the first */
+    expect_report(LOG_SPILLS, "heavy", (at_resources){24, 964 + 1000, 0, 624, -1, 0});
+    expect_report(LOG_SM80_DEVFN, "gemm", (at_resources){40, 16, 8192, 16, -1, 0});
+
     at_resources r;
-    assert_int_equal(at_cuda_parse_ptxas(LOG_WGMMA_SERIALIZED, "gemm_wgmma", &r), 0);
-    assert_int_equal(r.registers, 182);
-    assert_int_equal(r.serialized, 1);
-    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "k", &r), 0);
-    assert_int_equal(r.serialized, 0);
-    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "k", &r), 0);
-    assert_int_equal(r.registers, 15);
-    assert_int_equal(r.shared_bytes, 4096);
-    assert_int_equal(r.spill_bytes, 0);
-    assert_int_equal(r.local_bytes, 0);
-
-    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "spill", &r), 0);
-    assert_int_equal(r.registers, 32);
-    assert_int_equal(r.shared_bytes, 0);
-    assert_int_equal(r.spill_bytes, 0);
-    assert_int_equal(r.local_bytes, 1024); /* a stack frame without spills */
-
-    assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, NULL, &r), 0); /* the first */
-    assert_int_equal(r.registers, 32);
-
-    assert_int_equal(at_cuda_parse_ptxas(LOG_SPILLS, "heavy", &r), 0);
-    assert_int_equal(r.registers, 24);
-    assert_int_equal(r.spill_bytes, 964 + 1000);
-    assert_int_equal(r.local_bytes, 624);
-    assert_int_equal(r.shared_bytes, 0);
-
-    assert_int_equal(at_cuda_parse_ptxas(LOG_SM80_DEVFN, "gemm", &r), 0);
-    assert_int_equal(r.registers, 40);
-    assert_int_equal(r.shared_bytes, 8192);
-    assert_int_equal(r.spill_bytes, 16);
-    assert_int_equal(r.local_bytes, 16);
-
     /* Not there, prefixes of a name, no report at all. */
     assert_int_equal(at_cuda_parse_ptxas(LOG_TWO_KERNELS, "nothere", &r), -1);
     assert_int_equal(r.registers, -1);
@@ -533,9 +501,7 @@ static void test_launch_shape(void **state)
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], CHILD_FLAG) == 0) return child_main(argv[2], argv[3]);
-    at_bdev *d = NULL;
-    g_have_nvrtc = B->open_target("sm_80", NULL, &d) == AT_OK;
-    B->close(d);
+    at_test_have_compiler(B, "sm_80", g_no_nvrtc, sizeof g_no_nvrtc);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_launch_shape),
         cmocka_unit_test(test_missing_nvrtc),
@@ -552,5 +518,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_report_parser),
         cmocka_unit_test(test_target_shared_limits),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return at_test_exit(cmocka_run_group_tests(tests, NULL, NULL), g_no_nvrtc);
 }

@@ -9,15 +9,14 @@
 
 #include <cmocka.h> /* after the four headers it needs */
 
+#include "tests/unit/test_support.h"
 #include "tuner/backend.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 static const at_backend_ops *B = &at_opencl_backend;
 static at_bdev *g_dev;
@@ -34,13 +33,7 @@ static const char *VADD_SRC =
 
 static at_bprog *compile_ok(const char *src, const char *opts, const char *name)
 {
-    at_bprog *p = NULL;
-    char *log = NULL;
-    at_status s = B->compile(g_dev, src, opts, name, &p, &log);
-    if (s != AT_OK) fail_msg("compile failed (%d): %s\nlog:\n%s", s, at_errmsg(), log ? log : "");
-    free(log);
-    assert_non_null(p);
-    return p;
+    return at_test_compile_ok(B, g_dev, src, opts, name);
 }
 
 /* Runs c = a + scale * b on n floats with program p and checks the result; *ms gets the time. */
@@ -100,17 +93,8 @@ static int child_main(const char *expect)
 
 static void run_child(const char *lib, const char *expect)
 {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        setenv("AUTOTUNE_OPENCL_LIBRARY", lib, 1);
-        execl("/proc/self/exe", "test_opencl", CHILD_FLAG, expect, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    const char *const argv[] = {"test_opencl", CHILD_FLAG, expect, NULL};
+    at_test_run_child("AUTOTUNE_OPENCL_LIBRARY", lib, argv);
 }
 
 static void test_missing_library(void **state)

@@ -205,7 +205,29 @@ static void test_unknown_strategy(void **state)
     assert_int_equal(at_search_create(&sp, &o, &s), AT_ERR_INVALID_ARG);
     assert_null(s);
     assert_non_null(strstr(at_errmsg(), "annealing-ish"));
-    assert_non_null(strstr(at_errmsg(), "exhaustive"));
+    /* The message lists every strategy there is. */
+    for (const char *const *name = at_search_strategies(); *name; name++)
+        assert_non_null(strstr(at_errmsg(), *name));
+}
+
+/* No strategy named: the first of the list, "model" (docs/search.md, docs/decisions.md). */
+static void test_default_is_the_first_strategy(void **state)
+{
+    (void)state;
+    const char *const *names = at_search_strategies();
+    assert_string_equal(names[0], "model");
+    for (size_t i = 0; names[i]; i++)
+        for (size_t j = 0; j < i; j++) assert_string_not_equal(names[i], names[j]);
+    at_search_space sp = space_of(300);
+    size_t a[300], b[300];
+    for (int round = 0; round < 2; round++) {
+        at_search_options o = {.strategy = round ? names[0] : NULL, .seed = 3};
+        at_search *s = NULL;
+        assert_int_equal(at_search_create(&sp, &o, &s), AT_OK);
+        assert_int_equal(run(s, round ? b : a, 300, time_linear), 300);
+        at_search_free(s);
+    }
+    assert_memory_equal(a, b, sizeof a);
 }
 
 static void test_reports_out_of_order_and_repeated(void **state)
@@ -413,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_no_improvement_budget),
         cmocka_unit_test(test_degenerate_spaces),
         cmocka_unit_test(test_unknown_strategy),
+        cmocka_unit_test(test_default_is_the_first_strategy),
         cmocka_unit_test(test_reports_out_of_order_and_repeated),
         cmocka_unit_test(test_strategies_on_a_space_with_holes),
         cmocka_unit_test(test_guided_strategies_beat_random),

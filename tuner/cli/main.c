@@ -243,6 +243,17 @@ static int pick(const char *what, const char *val, const char *const *names, int
 
 static const char *const g_backends[] = {"auto", "cuda", "hip", "opencl", NULL};
 
+/* "model | random | ... (default model": the strategies, the first being the default. */
+static void strategy_list(char *buf, size_t len)
+{
+    const char *const *names = at_tune_strategies();
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; names[i] && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " | " : "", names[i]);
+    if (used < len) snprintf(buf + used, len - used, " (default %s", names[0]);
+}
+
 /* Checks the strategy's name and fills the search options of `gemm` and `replay`. */
 static int search_from_opts(const opts *o, at_tune_options *to)
 {
@@ -373,14 +384,15 @@ static void print_op_help(const op_fields *f)
         if (d->def && d->def[0] != '=') printf(" (default %s)", d->def);
         printf("\n");
     }
-    fputs(
+    char strategies[256];
+    strategy_list(strategies, sizeof strategies);
+    printf(
         "  --backend auto|cuda|hip|opencl   (default auto: GPU first, OpenCL last;\n"
         "                        AUTOTUNE_BACKEND sets the default)\n"
         "  --device I            device index within the backend (default 0)\n"
         "  --template NAME       tune this template instead of the one picked for the element\n"
         "                        type and device (e.g. gemm_mma where gemm_wgmma is the default)\n"
-        "  --strategy NAME       model | random | exhaustive | annealing | genetic (default "
-        "model:\n"
+        "  --strategy NAME       %s:\n"
         "                        a cost model refined online by a random forest; docs/search.md)\n"
         "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
         "                        the whole space)\n"
@@ -399,7 +411,7 @@ static void print_op_help(const op_fields *f)
         "                        space size recorded when it was tuned, none for older records\n"
         "\n"
         "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n",
-        stdout);
+        strategies);
 }
 
 static volatile int g_cancel;
@@ -695,7 +707,7 @@ static const char REPLAY_HELP[] =
     "from the content. Prints the recording's optimum, the best found, and the number of\n"
     "evaluations at each improvement (the trajectory).\n"
     "\n"
-    "  --strategy NAME   model | random | exhaustive | annealing | genetic (default model;\n"
+    "  --strategy NAME   %s;\n"
     "                    docs/search.md says how each works)\n"
     "  --budget N|Ns     stop after N evaluations, or after N recorded seconds (the compile and\n"
     "                    benchmark time the recording says those evaluations took); default:\n"
@@ -721,7 +733,9 @@ static int cmd_replay(int argc, char **argv)
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 1, &npos);
     if (rc) return rc;
     if (o.help) {
-        fputs(REPLAY_HELP, stdout);
+        char strategies[256];
+        strategy_list(strategies, sizeof strategies);
+        printf(REPLAY_HELP, strategies);
         return 0;
     }
     if (npos != 1)

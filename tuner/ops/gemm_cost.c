@@ -1,7 +1,7 @@
 /* gemm_cost.c — the analytic GEMM cost model (see gemm_cost.h): a roofline over tile
  * quantization, waves of blocks and occupancy, used to order the first candidates of the
- * model-based search and as one of its surrogate's features. It ranks; it does not predict
- * microseconds, and the measurements override it as they arrive. */
+ * model-based search (not as a feature of its surrogate: docs/search.md). It ranks; it does not
+ * predict microseconds, and the measurements override it as they arrive. */
 #include "tuner/ops/gemm_cost.h"
 
 #include <math.h>
