@@ -61,8 +61,8 @@
  *   WM, WN    warp tile (multiples of 16)       STAGES   pipeline depth (2..4)
  *   SWIZZLE   1: XOR-swizzled shared tiles (conflict-free ldmatrix); 0: plain
  *   SPLITK    K ranges reduced through the workspace (1: direct, no workspace)
- * Problem defines: TA, TB (layouts as above), EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64 (64-bit
- * element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
+ * Problem defines (gemm16.h): TA, TB (layouts as above), EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64
+ * (64-bit element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK]: block x walks N, y walks M, z walks K.
  *
  * The PTX primitives are wrapped in the at_* functions below; defining AT_MMA_EMULATE before
@@ -93,27 +93,7 @@
 #ifndef SPLITK
 #define SPLITK 1
 #endif
-#ifndef TA
-#define TA 0
-#endif
-#ifndef TB
-#define TB 0
-#endif
-#ifndef EDGE_M
-#define EDGE_M 1
-#endif
-#ifndef EDGE_N
-#define EDGE_N 1
-#endif
-#ifndef EDGE_K
-#define EDGE_K 1
-#endif
-#ifndef DT
-#define DT 0
-#endif
-#ifndef IDX64
-#define IDX64 0
-#endif
+#include "gemm16.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64 and idx_t */
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define WARPS_M (BM / WM)
@@ -139,12 +119,6 @@
 #endif
 #define A_TILE (A_ROWS * A_COLS)
 #define B_TILE (B_ROWS * B_COLS)
-
-#if IDX64
-typedef long idx_t;
-#else
-typedef int idx_t;
-#endif
 
 #if DT
 #define AT_MMA_TYPE "bf16"

@@ -59,7 +59,7 @@
  *   BM, BN  block tile of C   BK  K tile (32 or 64)   WN  N of the wgmma instruction
  *   WGS     consumer warpgroups (1 or 2), stacked along M    STAGES  ring depth (>= 3)
  *   SPLITK  K splits (1: none)
- * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 as gemm_mma. Launch: local = [128*WGS, 1, 1],
+ * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm16.h). Launch: local = [128*WGS, 1, 1],
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic shared memory
  * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
  *
@@ -89,27 +89,7 @@
 #ifndef SPLITK
 #define SPLITK 1
 #endif
-#ifndef TA
-#define TA 0
-#endif
-#ifndef TB
-#define TB 0
-#endif
-#ifndef EDGE_M
-#define EDGE_M 1
-#endif
-#ifndef EDGE_N
-#define EDGE_N 1
-#endif
-#ifndef EDGE_K
-#define EDGE_K 1
-#endif
-#ifndef DT
-#define DT 0
-#endif
-#ifndef IDX64
-#define IDX64 0
-#endif
+#include "gemm16.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64 and idx_t */
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define THREADS (128 * WGS)
@@ -120,12 +100,6 @@
 #define A_BYTES (BM * BK * 2)  /* one stage of A, and of B */
 #define B_BYTES (BN * BK * 2)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
-
-#if IDX64
-typedef long idx_t;
-#else
-typedef int idx_t;
-#endif
 
 #if DT
 #define AT_MMA_TYPE "bf16"
