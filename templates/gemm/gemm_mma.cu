@@ -8,7 +8,7 @@
  *
  * Elements are raw 16-bit patterns (unsigned short): IEEE half when DT = 0, bfloat16 when
  * DT = 1. Products accumulate in f32; alpha and beta apply in f32 and C is rounded to nearest
- * even once. No headers are used: conversions are inline PTX `cvt` and bit manipulation.
+ * even once. No CUDA headers are used: conversions are inline PTX `cvt` and bit manipulation.
  *
  * Structure. A block computes a BM x BN tile of C with (BM/WM) x (BN/WN) warps, each owning a
  * WM x WN warp tile made of (WM/16) x (WN/8) mma.m16n8k16 tiles whose f32 accumulators stay in
@@ -65,8 +65,9 @@
  * (64-bit element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK]: block x walks N, y walks M, z walks K.
  *
- * The PTX primitives are wrapped in the at_* functions below; defining AT_MMA_EMULATE before
- * including this file replaces them (and the preamble macros) with a host emulation. */
+ * The PTX primitives are wrapped in at_* functions: ldmatrix, mma and the conversions below,
+ * the cp.async ones in templates/common/cuda_async.h. Defining AT_PTX_EMULATE before including
+ * this file replaces all of them (and the preamble macros) with a host emulation. */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
 #ifndef BM
@@ -126,36 +127,10 @@
 #define AT_MMA_TYPE "f16"
 #endif
 
+#include "../common/cuda_async.h" /* at_smem_addr, cp.async, at_stage_chunk16 */
+
 /* ---- PTX primitives -------------------------------------------------------------------------- */
-#ifndef AT_MMA_EMULATE
-typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
-
-INLINE at_saddr at_smem_addr(const void *p)
-{
-    at_saddr a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-/* 16 bytes from global src to shared dst, of which the first `bytes` (0..16) are read and the
- * rest zero-filled. src must be 16-byte aligned (a valid address even when bytes == 0). */
-INLINE void at_cp_async16(const at_saddr dst, const void *src, const int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes)
-                 : "memory");
-}
-INLINE void at_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> INLINE void at_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned w1,
-                           const unsigned w2, const unsigned w3)
-{
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1),
-                 "r"(w2), "r"(w3)
-                 : "memory");
-}
-
+#ifndef AT_PTX_EMULATE
 /* ldmatrix.x4: lane l supplies the address of row (l & 7) of matrix l >> 3; register q receives
  * matrix q, lane l holding row l/4, columns 2*(l%4) and +1 (with .trans: of the transpose). */
 INLINE void at_ldsm_x4(unsigned *r, const at_saddr addr)
@@ -202,7 +177,7 @@ INLINE unsigned short at_from_f32(const float f)
 #endif
     return u;
 }
-#endif /* AT_MMA_EMULATE */
+#endif /* AT_PTX_EMULATE */
 
 /* ---- shared-memory addressing ---------------------------------------------------------------- */
 
@@ -243,18 +218,7 @@ INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const
             /* nothing to read: point at the (valid, aligned) base instead */
             const unsigned short *src = n > 0 ? g + ((idx_t)gr * ld + gc) : g;
             const at_saddr d = dst + at_chunk_off<R>(r, cc);
-            if (vec) {
-                at_cp_async16(d, src, n * 2);
-            } else {
-                unsigned w[4];
-                AT_UNROLL(4)
-                for (int j = 0; j < 4; ++j) {
-                    const unsigned lo = 2 * j < n ? src[2 * j] : 0u;
-                    const unsigned hi = 2 * j + 1 < n ? src[2 * j + 1] : 0u;
-                    w[j] = lo | (hi << 16);
-                }
-                at_st_shared16(d, w[0], w[1], w[2], w[3]);
-            }
+            at_stage_chunk16(d, src, n, vec);
         }
     }
 }

@@ -63,9 +63,10 @@
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic shared memory
  * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
  *
- * The PTX primitives are wrapped in the at_* functions below; defining AT_WGMMA_EMULATE before
- * including this file replaces them (and the preamble macros) with a host emulation
- * (tests/unit/test_wgmma_emu.cpp). */
+ * The PTX primitives are wrapped in at_* functions: the wgmma ones, the conversions and the
+ * split-K atomics below, the cp.async ones in templates/common/cuda_async.h. Defining
+ * AT_PTX_EMULATE before including this file replaces all of them (and the preamble macros) with
+ * a host emulation (tests/unit/wgmma_emu/emu.h). */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
 #ifndef BM
@@ -109,37 +110,11 @@
 
 typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
 
+#include "../common/cuda_async.h" /* at_smem_addr, cp.async, at_stage_chunk16 */
+
 /* ---- PTX primitives -------------------------------------------------------------------------- */
-#ifndef AT_WGMMA_EMULATE
-typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
-
+#ifndef AT_PTX_EMULATE
 #define AT_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
-
-INLINE at_saddr at_smem_addr(const void *p)
-{
-    at_saddr a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-/* 16 bytes from global src to shared dst, of which the first `bytes` (0..16) are read and the
- * rest zero-filled. src must be 16-byte aligned (a valid address even when bytes == 0). */
-INLINE void at_cp_async16(const at_saddr dst, const void *src, const int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes)
-                 : "memory");
-}
-INLINE void at_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> INLINE void at_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned w1,
-                           const unsigned w2, const unsigned w3)
-{
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1),
-                 "r"(w2), "r"(w3)
-                 : "memory");
-}
 
 /* Generic-proxy shared-memory writes (cp.async, st.shared) of this thread become visible to
  * the async proxy, which wgmma reads shared memory through. */
@@ -291,7 +266,7 @@ INLINE float at_take(float *p) { return atomicExch(p, 0.0f); }
 INLINE int at_count_in(int *p) { return atomicAdd(p, 1); }
 INLINE void at_count_reset(int *p) { atomicExch(p, 0); }
 INLINE void at_fence_device() { __threadfence(); }
-#endif /* AT_WGMMA_EMULATE */
+#endif /* AT_PTX_EMULATE */
 
 /* ---- shared-memory layout and descriptors ---------------------------------------------------- */
 
@@ -372,18 +347,7 @@ INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const
             /* nothing to read: point at the (valid, aligned) base instead */
             const unsigned short *src = n > 0 ? g + ((idx_t)gr * ld + gc) : g;
             const at_saddr d = dst + (KMAJ ? at_off_k<ROWS>(r, cc) : at_off_mn(cc, r));
-            if (vec) {
-                at_cp_async16(d, src, n * 2);
-            } else {
-                unsigned w[4];
-                AT_UNROLL(4)
-                for (int j = 0; j < 4; ++j) {
-                    const unsigned lo = 2 * j < n ? src[2 * j] : 0u;
-                    const unsigned hi = 2 * j + 1 < n ? src[2 * j + 1] : 0u;
-                    w[j] = lo | (hi << 16);
-                }
-                at_st_shared16(d, w[0], w[1], w[2], w[3]);
-            }
+            at_stage_chunk16(d, src, n, vec);
         }
     }
 }
