@@ -65,9 +65,10 @@
  * (64-bit element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK]: block x walks N, y walks M, z walks K.
  *
- * The PTX primitives are wrapped in at_* functions: ldmatrix, mma and the conversions below,
- * the cp.async ones in templates/common/cuda_async.h. Defining AT_PTX_EMULATE before including
- * this file replaces all of them (and the preamble macros) with a host emulation. */
+ * The PTX primitives are wrapped in at_* functions: ldmatrix and mma below, the rest in the
+ * shared headers of templates/common/ (cuda_async.h: shared addresses, cp.async, st.shared;
+ * cuda_f16.h: conversions). Defining AT_PTX_EMULATE before including this file replaces all of
+ * them (and the preamble macros) with a host emulation. */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
 #ifndef BM
@@ -121,13 +122,8 @@
 #define A_TILE (A_ROWS * A_COLS)
 #define B_TILE (B_ROWS * B_COLS)
 
-#if DT
-#define AT_MMA_TYPE "bf16"
-#else
-#define AT_MMA_TYPE "f16"
-#endif
-
 #include "../common/cuda_async.h" /* at_smem_addr, cp.async, at_stage_chunk16 */
+#include "../common/cuda_f16.h"   /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
 
 /* ---- PTX primitives -------------------------------------------------------------------------- */
 #ifndef AT_PTX_EMULATE
@@ -155,27 +151,6 @@ INLINE void at_mma(float *d, const unsigned *a, const unsigned *b)
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-INLINE float at_to_f32(const unsigned short u)
-{
-#if DT
-    return __uint_as_float((unsigned)u << 16);
-#else
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
-    return f;
-#endif
-}
-INLINE unsigned short at_from_f32(const float f)
-{
-    unsigned short u;
-#if DT
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
-#else
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
-#endif
-    return u;
 }
 #endif /* AT_PTX_EMULATE */
 

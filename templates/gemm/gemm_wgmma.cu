@@ -63,10 +63,10 @@
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic shared memory
  * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
  *
- * The PTX primitives are wrapped in at_* functions: the wgmma ones, the conversions and the
- * split-K atomics below, the cp.async ones in templates/common/cuda_async.h. Defining
- * AT_PTX_EMULATE before including this file replaces all of them (and the preamble macros) with
- * a host emulation (tests/unit/wgmma_emu/emu.h). */
+ * The PTX primitives are wrapped in at_* functions: the wgmma ones and the split-K atomics
+ * below, the rest in the shared headers of templates/common/ (cuda_async.h, cuda_f16.h, as in
+ * gemm_mma.cu). Defining AT_PTX_EMULATE before including this file replaces all of them (and
+ * the preamble macros) with a host emulation (tests/unit/wgmma_emu/emu.h). */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
 #ifndef BM
@@ -102,15 +102,10 @@
 #define B_BYTES (BN * BK * 2)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
 
-#if DT
-#define AT_MMA_TYPE "bf16"
-#else
-#define AT_MMA_TYPE "f16"
-#endif
-
 typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
 
 #include "../common/cuda_async.h" /* at_smem_addr, cp.async, at_stage_chunk16 */
+#include "../common/cuda_f16.h"   /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
 
 /* ---- PTX primitives -------------------------------------------------------------------------- */
 #ifndef AT_PTX_EMULATE
@@ -237,27 +232,6 @@ template <> INLINE void at_wgmma<256>(float *d, const at_desc da, const at_desc 
                    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
                    "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                  : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
-}
-
-INLINE float at_to_f32(const unsigned short u)
-{
-#if DT
-    return __uint_as_float((unsigned)u << 16);
-#else
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
-    return f;
-#endif
-}
-INLINE unsigned short at_from_f32(const float f)
-{
-    unsigned short u;
-#if DT
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
-#else
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
-#endif
-    return u;
 }
 
 /* split-K workspace traffic, in L2 (device scope) */
