@@ -67,8 +67,8 @@
  *
  * The PTX primitives are wrapped in at_* functions: ldmatrix and mma below, the rest in the
  * shared headers of templates/common/ (cuda_async.h: shared addresses, cp.async, st.shared;
- * cuda_f16.h: conversions). Defining AT_PTX_EMULATE before including this file replaces all of
- * them (and the preamble macros) with a host emulation. */
+ * cuda_f16.h: conversions; cuda_splitk.h: split-K atomics). Defining AT_PTX_EMULATE before
+ * including this file replaces all of them (and the preamble macros) with a host emulation. */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
 #ifndef BM
@@ -122,8 +122,9 @@
 #define A_TILE (A_ROWS * A_COLS)
 #define B_TILE (B_ROWS * B_COLS)
 
-#include "../common/cuda_async.h" /* at_smem_addr, cp.async, at_stage_chunk16 */
-#include "../common/cuda_f16.h"   /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
+#include "../common/cuda_async.h"  /* at_smem_addr, cp.async, at_stage_chunk16 */
+#include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
+#include "../common/cuda_splitk.h" /* split-K workspace atomics */
 
 /* ---- PTX primitives -------------------------------------------------------------------------- */
 #ifndef AT_PTX_EMULATE
@@ -335,26 +336,26 @@ KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, c
         const long tiles = (long)NUM_GROUPS(0) * NUM_GROUPS(1);
         const long tile = (long)GROUP_ID(1) * NUM_GROUPS(0) + GROUP_ID(0);
         float *wt = WS + tile * (BM * BN) + tid;
-        unsigned *count = (unsigned *)(WS + tiles * (BM * BN)) + tile;
+        int *count = (int *)(WS + tiles * (BM * BN)) + tile;
         float *accf = &acc[0][0][0]; /* accf[(mi*NI + ni)*4 + e]; fully unrolled: registers */
         if (KT > 0) {                /* an empty range adds only zeros: it just counts itself */
             AT_UNROLL(MI * NI * 4)
             for (int i = 0; i < MI * NI * 4; ++i)
-                atomicAdd(wt + i * THREADS, accf[i]);
+                at_red_add(wt + i * THREADS, accf[i]);
         }
         /* The arrival flag lives in the (now idle) stage memory: a static variable of its own
          * would push 48 KiB configs past the static shared-memory limit. */
         volatile int *last = (volatile int *)smem;
-        __threadfence(); /* this thread's partial sums are visible before the block counts */
+        at_fence_device(); /* this thread's partial sums are visible before the block counts */
         BARRIER();       /* ... and every warp is done with the stages */
-        if (tid == 0) *last = atomicAdd(count, 1u) == SPLITK - 1;
+        if (tid == 0) *last = at_count_in(count) == SPLITK - 1;
         BARRIER();
         if (!*last) return;
-        __threadfence(); /* the other blocks' sums are seen after their counts */
+        at_fence_device(); /* the other blocks' sums are seen after their counts */
         AT_UNROLL(MI * NI * 4)
         for (int i = 0; i < MI * NI * 4; ++i)
-            accf[i] = atomicExch(wt + i * THREADS, 0.0f);
-        if (tid == 0) atomicExch(count, 0u);
+            accf[i] = at_take(wt + i * THREADS);
+        if (tid == 0) at_count_reset(count);
     }
 #endif
 

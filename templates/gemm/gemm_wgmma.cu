@@ -63,10 +63,10 @@
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic shared memory
  * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
  *
- * The PTX primitives are wrapped in at_* functions: the wgmma ones and the split-K atomics
- * below, the rest in the shared headers of templates/common/ (cuda_async.h, cuda_f16.h, as in
- * gemm_mma.cu). Defining AT_PTX_EMULATE before including this file replaces all of them (and
- * the preamble macros) with a host emulation (tests/unit/wgmma_emu/emu.h). */
+ * The PTX primitives are wrapped in at_* functions: the wgmma ones below, the rest in the shared
+ * headers of templates/common/ (cuda_async.h, cuda_f16.h, cuda_splitk.h, as in gemm_mma.cu).
+ * Defining AT_PTX_EMULATE before including this file replaces all of them (and the preamble
+ * macros) with a host emulation (tests/unit/wgmma_emu/emu.h). */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
 #ifndef BM
@@ -104,8 +104,9 @@
 
 typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
 
-#include "../common/cuda_async.h" /* at_smem_addr, cp.async, at_stage_chunk16 */
-#include "../common/cuda_f16.h"   /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
+#include "../common/cuda_async.h"  /* at_smem_addr, cp.async, at_stage_chunk16 */
+#include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
+#include "../common/cuda_splitk.h" /* split-K workspace atomics */
 
 /* ---- PTX primitives -------------------------------------------------------------------------- */
 #ifndef AT_PTX_EMULATE
@@ -233,13 +234,6 @@ template <> INLINE void at_wgmma<256>(float *d, const at_desc da, const at_desc 
                    "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                  : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
 }
-
-/* split-K workspace traffic, in L2 (device scope) */
-INLINE void at_red_add(float *p, const float v) { atomicAdd(p, v); }
-INLINE float at_take(float *p) { return atomicExch(p, 0.0f); }
-INLINE int at_count_in(int *p) { return atomicAdd(p, 1); }
-INLINE void at_count_reset(int *p) { atomicExch(p, 0); }
-INLINE void at_fence_device() { __threadfence(); }
 #endif /* AT_PTX_EMULATE */
 
 /* ---- shared-memory layout and descriptors ---------------------------------------------------- */
