@@ -261,6 +261,20 @@ INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const
     }
 }
 
+/* ---- accumulators ---------------------------------------------------------------------------- */
+
+/* at_fence_reg on each of this thread's accumulators (around the asynchronous MMAs). */
+INLINE void at_fence_acc(float (&acc)[MT][NT][WN / 2])
+{
+    AT_UNROLL(MT)
+    for (int mt = 0; mt < MT; ++mt)
+        AT_UNROLL(NT)
+        for (int nt = 0; nt < NT; ++nt)
+            AT_UNROLL(WN / 2)
+            for (int r = 0; r < WN / 2; ++r)
+                at_fence_reg(acc[mt][nt][r]);
+}
+
 /* ---- epilogue ------------------------------------------------------------------------------- */
 
 /* Calls f(mt, nt, r, i, j) for each column pair (registers r, r+1 of wgmma tile (mt, nt)) of
@@ -383,13 +397,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
             at_cp_commit();
         }
         const int st = kt % STAGES;
-        AT_UNROLL(MT)
-        for (int mt = 0; mt < MT; ++mt)
-            AT_UNROLL(NT)
-            for (int nt = 0; nt < NT; ++nt)
-                AT_UNROLL(WN / 2)
-                for (int r = 0; r < WN / 2; ++r)
-                    at_fence_reg(acc[mt][nt][r]);
+        at_fence_acc(acc);
         at_wgmma_fence();
         AT_UNROLL(BK / 16)
         for (int kk = 0; kk < BK / 16; ++kk)
@@ -404,13 +412,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
     }
     at_wgmma_wait<0>();
     at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
-    AT_UNROLL(MT)
-    for (int mt = 0; mt < MT; ++mt)
-        AT_UNROLL(NT)
-        for (int nt = 0; nt < NT; ++nt)
-            AT_UNROLL(WN / 2)
-            for (int r = 0; r < WN / 2; ++r)
-                at_fence_reg(acc[mt][nt][r]);
+    at_fence_acc(acc);
 #undef AT_STAGE_A
 #undef AT_STAGE_B
 #undef AT_SA
