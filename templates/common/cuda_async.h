@@ -44,7 +44,7 @@ INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned
 }
 #endif /* AT_PTX_EMULATE */
 
-/* ---- staging one chunk ------------------------------------------------------------------------ */
+/* ---- staging one chunk ----------------------------------------------------------------------- */
 
 /* One 16-byte chunk of 8 16-bit elements into shared memory at dst: the first n (0..8) from src,
  * the rest zero. vec: cp.async, asynchronous (src 16-byte aligned, and a valid address even when
