@@ -43,7 +43,8 @@
  *
  * Tuning parameters (-D; constraints in gemm_mfma.yaml): BM, BN (block tile), BK (K step, a
  * multiple of the instruction's K), WM, WN (wave tile, multiples of MFMA), MFMA (16 or 32), PAD.
- * Problem defines: TA, TB, EDGE_M/N/K, DT (0 f16, 1 bf16), BF16_1K, IDX64 (64-bit offsets).
+ * Problem defines: TA, TB, EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64 (64-bit offsets), all in
+ * gemm16.h, and BF16_1K.
  * Launch: local = [64 * WAVES, 1], global = [ceil(n/BN) * local0, ceil(m/BM)]. The space
  * defines AT_MAX_THREADS = THREADS, so KERNEL carries __launch_bounds__(THREADS): without it HIP
  * assumes 1024-thread blocks and caps the kernel at 128 VGPRs, and large wave tiles spill.
@@ -73,29 +74,9 @@
 #ifndef PAD
 #define PAD 1
 #endif
-#ifndef TA
-#define TA 0
-#endif
-#ifndef TB
-#define TB 0
-#endif
-#ifndef EDGE_M
-#define EDGE_M 1
-#endif
-#ifndef EDGE_N
-#define EDGE_N 1
-#endif
-#ifndef EDGE_K
-#define EDGE_K 1
-#endif
-#ifndef DT
-#define DT 0
-#endif
+#include "gemm16.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64 and idx_t */
 #ifndef BF16_1K
 #define BF16_1K 1
-#endif
-#ifndef IDX64
-#define IDX64 0
 #endif
 
 /* ---- index functions (device and host) ----------------------------------------------------- */
@@ -175,12 +156,6 @@ AT_HD int at_wave_n0(const at_mfma_cfg *c, const int wave)
 #define ACC     (MFMA * MFMA / 64) /* accumulators per lane per instruction tile */
 #define LOADS_A (BM * BK / THREADS)
 #define LOADS_B (BN * BK / THREADS)
-
-#if IDX64
-typedef long idx_t;
-#else
-typedef int idx_t;
-#endif
 
 typedef float at_accv __attribute__((ext_vector_type(ACC)));
 typedef short at_short4 __attribute__((ext_vector_type(4)));

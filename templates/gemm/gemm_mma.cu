@@ -8,7 +8,7 @@
  *
  * Elements are raw 16-bit patterns (unsigned short): IEEE half when DT = 0, bfloat16 when
  * DT = 1. Products accumulate in f32; alpha and beta apply in f32 and C is rounded to nearest
- * even once. No headers are used: conversions are inline PTX `cvt` and bit manipulation.
+ * even once. No CUDA headers are used: conversions are inline PTX `cvt` and bit manipulation.
  *
  * Structure. A block computes a BM x BN tile of C with (BM/WM) x (BN/WN) warps, each owning a
  * WM x WN warp tile made of (WM/16) x (WN/8) mma.m16n8k16 tiles whose f32 accumulators stay in
@@ -61,12 +61,14 @@
  *   WM, WN    warp tile (multiples of 16)       STAGES   pipeline depth (2..4)
  *   SWIZZLE   1: XOR-swizzled shared tiles (conflict-free ldmatrix); 0: plain
  *   SPLITK    K ranges reduced through the workspace (1: direct, no workspace)
- * Problem defines: TA, TB (layouts as above), EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64 (64-bit
- * element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
+ * Problem defines (gemm16.h): TA, TB (layouts as above), EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64
+ * (64-bit element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK]: block x walks N, y walks M, z walks K.
  *
- * The PTX primitives are wrapped in the at_* functions below; defining AT_MMA_EMULATE before
- * including this file replaces them (and the preamble macros) with a host emulation. */
+ * The PTX primitives are wrapped in at_* functions: ldmatrix and mma below, the rest in the
+ * shared headers of templates/common/ (cuda_async.h: shared addresses, cp.async, st.shared;
+ * cuda_f16.h: conversions; cuda_splitk.h: split-K atomics). Defining AT_PTX_EMULATE before
+ * including this file replaces all of them (and the preamble macros) with a host emulation. */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
 #ifndef BM
@@ -93,27 +95,7 @@
 #ifndef SPLITK
 #define SPLITK 1
 #endif
-#ifndef TA
-#define TA 0
-#endif
-#ifndef TB
-#define TB 0
-#endif
-#ifndef EDGE_M
-#define EDGE_M 1
-#endif
-#ifndef EDGE_N
-#define EDGE_N 1
-#endif
-#ifndef EDGE_K
-#define EDGE_K 1
-#endif
-#ifndef DT
-#define DT 0
-#endif
-#ifndef IDX64
-#define IDX64 0
-#endif
+#include "gemm16.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64 and idx_t */
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define WARPS_M (BM / WM)
@@ -140,48 +122,12 @@
 #define A_TILE (A_ROWS * A_COLS)
 #define B_TILE (B_ROWS * B_COLS)
 
-#if IDX64
-typedef long idx_t;
-#else
-typedef int idx_t;
-#endif
-
-#if DT
-#define AT_MMA_TYPE "bf16"
-#else
-#define AT_MMA_TYPE "f16"
-#endif
+#include "../common/cuda_async.h"  /* at_smem_addr, cp.async, at_stage_chunk16 */
+#include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
+#include "../common/cuda_splitk.h" /* split-K workspace atomics */
 
 /* ---- PTX primitives -------------------------------------------------------------------------- */
-#ifndef AT_MMA_EMULATE
-typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
-
-INLINE at_saddr at_smem_addr(const void *p)
-{
-    at_saddr a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-/* 16 bytes from global src to shared dst, of which the first `bytes` (0..16) are read and the
- * rest zero-filled. src must be 16-byte aligned (a valid address even when bytes == 0). */
-INLINE void at_cp_async16(const at_saddr dst, const void *src, const int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes)
-                 : "memory");
-}
-INLINE void at_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> INLINE void at_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned w1,
-                           const unsigned w2, const unsigned w3)
-{
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1),
-                 "r"(w2), "r"(w3)
-                 : "memory");
-}
-
+#ifndef AT_PTX_EMULATE
 /* ldmatrix.x4: lane l supplies the address of row (l & 7) of matrix l >> 3; register q receives
  * matrix q, lane l holding row l/4, columns 2*(l%4) and +1 (with .trans: of the transpose). */
 INLINE void at_ldsm_x4(unsigned *r, const at_saddr addr)
@@ -207,28 +153,7 @@ INLINE void at_mma(float *d, const unsigned *a, const unsigned *b)
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-
-INLINE float at_to_f32(const unsigned short u)
-{
-#if DT
-    return __uint_as_float((unsigned)u << 16);
-#else
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
-    return f;
-#endif
-}
-INLINE unsigned short at_from_f32(const float f)
-{
-    unsigned short u;
-#if DT
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
-#else
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
-#endif
-    return u;
-}
-#endif /* AT_MMA_EMULATE */
+#endif /* AT_PTX_EMULATE */
 
 /* ---- shared-memory addressing ---------------------------------------------------------------- */
 
@@ -269,18 +194,7 @@ INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const
             /* nothing to read: point at the (valid, aligned) base instead */
             const unsigned short *src = n > 0 ? g + ((idx_t)gr * ld + gc) : g;
             const at_saddr d = dst + at_chunk_off<R>(r, cc);
-            if (vec) {
-                at_cp_async16(d, src, n * 2);
-            } else {
-                unsigned w[4];
-                AT_UNROLL(4)
-                for (int j = 0; j < 4; ++j) {
-                    const unsigned lo = 2 * j < n ? src[2 * j] : 0u;
-                    const unsigned hi = 2 * j + 1 < n ? src[2 * j + 1] : 0u;
-                    w[j] = lo | (hi << 16);
-                }
-                at_st_shared16(d, w[0], w[1], w[2], w[3]);
-            }
+            at_stage_chunk16(d, src, n, vec);
         }
     }
 }
@@ -422,26 +336,26 @@ KERNEL void gemm_mma(const int M, const int N, const int K, const float alpha, c
         const long tiles = (long)NUM_GROUPS(0) * NUM_GROUPS(1);
         const long tile = (long)GROUP_ID(1) * NUM_GROUPS(0) + GROUP_ID(0);
         float *wt = WS + tile * (BM * BN) + tid;
-        unsigned *count = (unsigned *)(WS + tiles * (BM * BN)) + tile;
+        int *count = (int *)(WS + tiles * (BM * BN)) + tile;
         float *accf = &acc[0][0][0]; /* accf[(mi*NI + ni)*4 + e]; fully unrolled: registers */
         if (KT > 0) {                /* an empty range adds only zeros: it just counts itself */
             AT_UNROLL(MI * NI * 4)
             for (int i = 0; i < MI * NI * 4; ++i)
-                atomicAdd(wt + i * THREADS, accf[i]);
+                at_red_add(wt + i * THREADS, accf[i]);
         }
         /* The arrival flag lives in the (now idle) stage memory: a static variable of its own
          * would push 48 KiB configs past the static shared-memory limit. */
         volatile int *last = (volatile int *)smem;
-        __threadfence(); /* this thread's partial sums are visible before the block counts */
+        at_fence_device(); /* this thread's partial sums are visible before the block counts */
         BARRIER();       /* ... and every warp is done with the stages */
-        if (tid == 0) *last = atomicAdd(count, 1u) == SPLITK - 1;
+        if (tid == 0) *last = at_count_in(count) == SPLITK - 1;
         BARRIER();
         if (!*last) return;
-        __threadfence(); /* the other blocks' sums are seen after their counts */
+        at_fence_device(); /* the other blocks' sums are seen after their counts */
         AT_UNROLL(MI * NI * 4)
         for (int i = 0; i < MI * NI * 4; ++i)
-            accf[i] = atomicExch(wt + i * THREADS, 0.0f);
-        if (tid == 0) atomicExch(count, 0u);
+            accf[i] = at_take(wt + i * THREADS);
+        if (tid == 0) at_count_reset(count);
     }
 #endif
 

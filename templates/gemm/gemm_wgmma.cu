@@ -59,13 +59,14 @@
  *   BM, BN  block tile of C   BK  K tile (32 or 64)   WN  N of the wgmma instruction
  *   WGS     consumer warpgroups (1 or 2), stacked along M    STAGES  ring depth (>= 3)
  *   SPLITK  K splits (1: none)
- * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 as gemm_mma. Launch: local = [128*WGS, 1, 1],
+ * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm16.h). Launch: local = [128*WGS, 1, 1],
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic shared memory
  * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
  *
- * The PTX primitives are wrapped in the at_* functions below; defining AT_WGMMA_EMULATE before
- * including this file replaces them (and the preamble macros) with a host emulation
- * (tests/unit/test_wgmma_emu.cpp). */
+ * The PTX primitives are wrapped in at_* functions: the wgmma ones below, the rest in the shared
+ * headers of templates/common/ (cuda_async.h, cuda_f16.h, cuda_splitk.h, as in gemm_mma.cu).
+ * Defining AT_PTX_EMULATE before including this file replaces all of them (and the preamble
+ * macros) with a host emulation (tests/unit/wgmma_emu/emu.h). */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
 #ifndef BM
@@ -89,27 +90,7 @@
 #ifndef SPLITK
 #define SPLITK 1
 #endif
-#ifndef TA
-#define TA 0
-#endif
-#ifndef TB
-#define TB 0
-#endif
-#ifndef EDGE_M
-#define EDGE_M 1
-#endif
-#ifndef EDGE_N
-#define EDGE_N 1
-#endif
-#ifndef EDGE_K
-#define EDGE_K 1
-#endif
-#ifndef DT
-#define DT 0
-#endif
-#ifndef IDX64
-#define IDX64 0
-#endif
+#include "gemm16.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64 and idx_t */
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define THREADS (128 * WGS)
@@ -121,51 +102,15 @@
 #define B_BYTES (BN * BK * 2)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
 
-#if IDX64
-typedef long idx_t;
-#else
-typedef int idx_t;
-#endif
-
-#if DT
-#define AT_MMA_TYPE "bf16"
-#else
-#define AT_MMA_TYPE "f16"
-#endif
-
 typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
 
+#include "../common/cuda_async.h"  /* at_smem_addr, cp.async, at_stage_chunk16 */
+#include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
+#include "../common/cuda_splitk.h" /* split-K workspace atomics */
+
 /* ---- PTX primitives -------------------------------------------------------------------------- */
-#ifndef AT_WGMMA_EMULATE
-typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
-
+#ifndef AT_PTX_EMULATE
 #define AT_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
-
-INLINE at_saddr at_smem_addr(const void *p)
-{
-    at_saddr a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-/* 16 bytes from global src to shared dst, of which the first `bytes` (0..16) are read and the
- * rest zero-filled. src must be 16-byte aligned (a valid address even when bytes == 0). */
-INLINE void at_cp_async16(const at_saddr dst, const void *src, const int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes)
-                 : "memory");
-}
-INLINE void at_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> INLINE void at_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned w1,
-                           const unsigned w2, const unsigned w3)
-{
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1),
-                 "r"(w2), "r"(w3)
-                 : "memory");
-}
 
 /* Generic-proxy shared-memory writes (cp.async, st.shared) of this thread become visible to
  * the async proxy, which wgmma reads shared memory through. */
@@ -182,142 +127,55 @@ template <int N> INLINE void at_wgmma_wait()
 INLINE void at_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
 /* d (m64 x N f32 fragment) = A(64x16, descriptor da) * B(16xN, descriptor db) (+ d when acc_in);
- * the transpose immediates select M-major A (TA) and N-major B (!TB). */
+ * the transpose immediates select M-major A (TA) and N-major B (!TB). One specialisation per N
+ * (64, 128, 256), written by AT_WGMMA_N: asm operands %0 .. %(N/2-1) are the N/2 accumulators,
+ * then come da, db, acc_in and the two immediates. */
 template <int N> INLINE void at_wgmma(float *d, const at_desc da, const at_desc db, const int acc_in);
-template <> INLINE void at_wgmma<64>(float *d, const at_desc da, const at_desc db, const int acc_in)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
-                 "{" "%0, %1, %2, %3, %4, %5, %6, %7,"
-                 "%8, %9, %10, %11, %12, %13, %14, %15,"
-                 "%16, %17, %18, %19, %20, %21, %22, %23,"
-                 "%24, %25, %26, %27, %28, %29, %30, %31"
-                 "}, %32, %33, p, 1, 1, %35, %36;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
-                   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
-}
-template <> INLINE void at_wgmma<128>(float *d, const at_desc da, const at_desc db, const int acc_in)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
-                 "{" "%0, %1, %2, %3, %4, %5, %6, %7,"
-                 "%8, %9, %10, %11, %12, %13, %14, %15,"
-                 "%16, %17, %18, %19, %20, %21, %22, %23,"
-                 "%24, %25, %26, %27, %28, %29, %30, %31,"
-                 "%32, %33, %34, %35, %36, %37, %38, %39,"
-                 "%40, %41, %42, %43, %44, %45, %46, %47,"
-                 "%48, %49, %50, %51, %52, %53, %54, %55,"
-                 "%56, %57, %58, %59, %60, %61, %62, %63"
-                 "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
-                   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
-                   "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
-}
-template <> INLINE void at_wgmma<256>(float *d, const at_desc da, const at_desc db, const int acc_in)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE "\n"
-                 "{" "%0, %1, %2, %3, %4, %5, %6, %7,"
-                 "%8, %9, %10, %11, %12, %13, %14, %15,"
-                 "%16, %17, %18, %19, %20, %21, %22, %23,"
-                 "%24, %25, %26, %27, %28, %29, %30, %31,"
-                 "%32, %33, %34, %35, %36, %37, %38, %39,"
-                 "%40, %41, %42, %43, %44, %45, %46, %47,"
-                 "%48, %49, %50, %51, %52, %53, %54, %55,"
-                 "%56, %57, %58, %59, %60, %61, %62, %63,"
-                 "%64, %65, %66, %67, %68, %69, %70, %71,"
-                 "%72, %73, %74, %75, %76, %77, %78, %79,"
-                 "%80, %81, %82, %83, %84, %85, %86, %87,"
-                 "%88, %89, %90, %91, %92, %93, %94, %95,"
-                 "%96, %97, %98, %99, %100, %101, %102, %103,"
-                 "%104, %105, %106, %107, %108, %109, %110, %111,"
-                 "%112, %113, %114, %115, %116, %117, %118, %119,"
-                 "%120, %121, %122, %123, %124, %125, %126, %127"
-                 "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
-                   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
-                   "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),
-                   "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]),
-                   "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
-                   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),
-                   "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
-                   "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
-                   "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
-                   "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
-                   "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));
-}
 
-INLINE float at_to_f32(const unsigned short u)
-{
-#if DT
-    return __uint_as_float((unsigned)u << 16);
-#else
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
-    return f;
-#endif
-}
-INLINE unsigned short at_from_f32(const float f)
-{
-    unsigned short u;
-#if DT
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
-#else
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
-#endif
-    return u;
-}
-
-/* split-K workspace traffic, in L2 (device scope) */
-INLINE void at_red_add(float *p, const float v) { atomicAdd(p, v); }
-INLINE float at_take(float *p) { return atomicExch(p, 0.0f); }
-INLINE int at_count_in(int *p) { return atomicAdd(p, 1); }
-INLINE void at_count_reset(int *p) { atomicExch(p, 0); }
-INLINE void at_fence_device() { __threadfence(); }
-#endif /* AT_WGMMA_EMULATE */
+/* the accumulator operands "+f"(d[0]) .. "+f"(d[N/2-1]) */
+#define AT_ACC8(i)                                                                                 \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define AT_ACC32(i) AT_ACC8(i), AT_ACC8(i + 8), AT_ACC8(i + 16), AT_ACC8(i + 24)
+#define AT_ACC_64   AT_ACC32(0)
+#define AT_ACC_128  AT_ACC_64, AT_ACC32(32)
+#define AT_ACC_256  AT_ACC_128, AT_ACC32(64), AT_ACC32(96)
+/* ... and their numbers in the instruction's register list */
+#define AT_REGS_64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "        \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define AT_REGS_128 AT_REGS_64                                                                     \
+    ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "           \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define AT_REGS_256 AT_REGS_128                                                                    \
+    ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "           \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "             \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+/* at_wgmma<N>; A, B, P, TI_A, TI_B: the operand numbers of da, db, acc_in, TA and !TB */
+#define AT_WGMMA_N(N, A, B, P, TI_A, TI_B)                                                         \
+    template <>                                                                                    \
+    INLINE void at_wgmma<N>(float *d, const at_desc da, const at_desc db, const int acc_in)        \
+    {                                                                                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                              \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE \
+                     "\n{" AT_REGS_##N "}, %" #A ", %" #B ", p, 1, 1, %" #TI_A ", %" #TI_B      \
+                     ";\n}\n"                                                                      \
+                     : AT_ACC_##N                                                                  \
+                     : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));                       \
+    }
+AT_WGMMA_N(64, 32, 33, 34, 35, 36)
+AT_WGMMA_N(128, 64, 65, 66, 67, 68)
+AT_WGMMA_N(256, 128, 129, 130, 131, 132)
+#undef AT_WGMMA_N
+#undef AT_REGS_256
+#undef AT_REGS_128
+#undef AT_REGS_64
+#undef AT_ACC_256
+#undef AT_ACC_128
+#undef AT_ACC_64
+#undef AT_ACC32
+#undef AT_ACC8
+#endif /* AT_PTX_EMULATE */
 
 /* ---- shared-memory layout and descriptors ---------------------------------------------------- */
 
@@ -398,20 +256,23 @@ INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const
             /* nothing to read: point at the (valid, aligned) base instead */
             const unsigned short *src = n > 0 ? g + ((idx_t)gr * ld + gc) : g;
             const at_saddr d = dst + (KMAJ ? at_off_k<ROWS>(r, cc) : at_off_mn(cc, r));
-            if (vec) {
-                at_cp_async16(d, src, n * 2);
-            } else {
-                unsigned w[4];
-                AT_UNROLL(4)
-                for (int j = 0; j < 4; ++j) {
-                    const unsigned lo = 2 * j < n ? src[2 * j] : 0u;
-                    const unsigned hi = 2 * j + 1 < n ? src[2 * j + 1] : 0u;
-                    w[j] = lo | (hi << 16);
-                }
-                at_st_shared16(d, w[0], w[1], w[2], w[3]);
-            }
+            at_stage_chunk16(d, src, n, vec);
         }
     }
+}
+
+/* ---- accumulators ---------------------------------------------------------------------------- */
+
+/* at_fence_reg on each of this thread's accumulators (around the asynchronous MMAs). */
+INLINE void at_fence_acc(float (&acc)[MT][NT][WN / 2])
+{
+    AT_UNROLL(MT)
+    for (int mt = 0; mt < MT; ++mt)
+        AT_UNROLL(NT)
+        for (int nt = 0; nt < NT; ++nt)
+            AT_UNROLL(WN / 2)
+            for (int r = 0; r < WN / 2; ++r)
+                at_fence_reg(acc[mt][nt][r]);
 }
 
 /* ---- epilogue ------------------------------------------------------------------------------- */
@@ -536,13 +397,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
             at_cp_commit();
         }
         const int st = kt % STAGES;
-        AT_UNROLL(MT)
-        for (int mt = 0; mt < MT; ++mt)
-            AT_UNROLL(NT)
-            for (int nt = 0; nt < NT; ++nt)
-                AT_UNROLL(WN / 2)
-                for (int r = 0; r < WN / 2; ++r)
-                    at_fence_reg(acc[mt][nt][r]);
+        at_fence_acc(acc);
         at_wgmma_fence();
         AT_UNROLL(BK / 16)
         for (int kk = 0; kk < BK / 16; ++kk)
@@ -557,13 +412,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
     }
     at_wgmma_wait<0>();
     at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
-    AT_UNROLL(MT)
-    for (int mt = 0; mt < MT; ++mt)
-        AT_UNROLL(NT)
-        for (int nt = 0; nt < NT; ++nt)
-            AT_UNROLL(WN / 2)
-            for (int r = 0; r < WN / 2; ++r)
-                at_fence_reg(acc[mt][nt][r]);
+    at_fence_acc(acc);
 #undef AT_STAGE_A
 #undef AT_STAGE_B
 #undef AT_SA

@@ -91,7 +91,8 @@ void drain(std::vector<std::vector<Op>> &groups, int n, void (*perform)(const Op
 #define AT_UNROLL(n)
 
 /* ---- the primitives ------------------------------------------------------------------------- */
-#define AT_WGMMA_EMULATE 1
+/* the template's own PTX wrappers and those of templates/common/cuda_*.h give way to these */
+#define AT_PTX_EMULATE 1
 typedef unsigned at_saddr;
 /* dynamic shared memory starts 16 bytes into the window, as after a small static variable:
  * the kernel must align its ring itself */

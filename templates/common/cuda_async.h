@@ -1,0 +1,69 @@
+/* cuda_async.h — global -> shared memory staging for the CUDA templates (sm_80 and later):
+ * PTX wrappers for shared-memory addresses, cp.async and 16-byte shared stores, and the copy of
+ * one 16-byte chunk built on them, shared by gemm_mma.cu and gemm_wgmma.cu.
+ *
+ * A host emulation defines AT_PTX_EMULATE and its own at_saddr, at_smem_addr, at_cp_async16,
+ * at_cp_commit, at_cp_wait and at_st_shared16 before including a template
+ * (tests/unit/wgmma_emu/emu.h); at_stage_chunk16 then runs on them unchanged. */
+#ifndef AT_CUDA_ASYNC_H
+#define AT_CUDA_ASYNC_H
+
+/* ---- PTX primitives -------------------------------------------------------------------------- */
+#ifndef AT_PTX_EMULATE
+typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
+
+INLINE at_saddr at_smem_addr(const void *p)
+{
+    at_saddr a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+/* 16 bytes from global src to shared dst, of which the first `bytes` (0..16) are read and the
+ * rest zero-filled. src must be 16-byte aligned (a valid address even when bytes == 0). */
+INLINE void at_cp_async16(const at_saddr dst, const void *src, const int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+/* Closes this thread's group of cp.async copies; at_cp_wait<N> waits until at most N of its
+ * groups are still in flight. */
+INLINE void at_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> INLINE void at_cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned w1,
+                           const unsigned w2, const unsigned w3)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1),
+                 "r"(w2), "r"(w3)
+                 : "memory");
+}
+#endif /* AT_PTX_EMULATE */
+
+/* ---- staging one chunk ----------------------------------------------------------------------- */
+
+/* One 16-byte chunk of 8 16-bit elements into shared memory at dst: the first n (0..8) from src,
+ * the rest zero. vec: cp.async, asynchronous (src 16-byte aligned, and a valid address even when
+ * n == 0); else 16-bit loads and one 16-byte shared store, synchronous (any src alignment). */
+INLINE void at_stage_chunk16(const at_saddr dst, const unsigned short *src, const int n,
+                             const bool vec)
+{
+    if (vec) {
+        at_cp_async16(dst, src, n * 2);
+    } else {
+        unsigned w[4];
+        AT_UNROLL(4)
+        for (int j = 0; j < 4; ++j) {
+            const unsigned lo = 2 * j < n ? src[2 * j] : 0u;
+            const unsigned hi = 2 * j + 1 < n ? src[2 * j + 1] : 0u;
+            w[j] = lo | (hi << 16);
+        }
+        at_st_shared16(dst, w[0], w[1], w[2], w[3]);
+    }
+}
+
+#endif
