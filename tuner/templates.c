@@ -223,8 +223,8 @@ typedef struct included {
 
 /* Appends the file at path to out, replacing each line `#include "x"` by the text of template
  * file x (relative to the including file; each file once), since the runtime compilers get one
- * self-contained source and have no include path. After an inlined file, a #line directive puts
- * the including file's line numbers back. Other #include lines stay. */
+ * self-contained source and have no include path. #line directives name each file and line, so
+ * a compiler error points into the file it is in. Other #include lines stay. */
 static at_status append_expanded(const char *path, at_sbuf *out, included *inc, int depth)
 {
     if (depth > MAX_INCLUDE_DEPTH)
@@ -236,6 +236,7 @@ static at_status append_expanded(const char *path, at_sbuf *out, included *inc, 
     char *text = NULL;
     size_t len = 0;
     AT_TRY(read_template_file(path, &text, &len));
+    if (depth > 0) at_sb_printf(out, "#line 1 \"%s\"\n", path);
     at_status s = AT_OK;
     static const char marker[] = "#include \"";
     const size_t mlen = sizeof marker - 1;
@@ -250,7 +251,7 @@ static at_status append_expanded(const char *path, at_sbuf *out, included *inc, 
             snprintf(rel, sizeof rel, "%.*s", (int)(end - line - mlen), line + mlen);
             s = resolve_path(path, rel, dep, sizeof dep);
             if (s == AT_OK) s = append_expanded(dep, out, inc, depth + 1);
-            at_sb_printf(out, "\n#line %d\n", lineno + 1);
+            at_sb_printf(out, "\n#line %d \"%s\"\n", lineno + 1, path);
         } else {
             at_sb_put(out, line, n);
         }
@@ -291,7 +292,7 @@ at_status at_template_load(const char *name, const char *backend, at_template **
     if (s == AT_OK) s = resolve_path(path, t->space->source, file, sizeof file);
     if (s == AT_OK) s = append_expanded(file, &body, &inc, 0);
     if (s == AT_OK) {
-        at_sb_puts(&source, "\n#line 1\n");
+        at_sb_printf(&source, "\n#line 1 \"%s\"\n", file);
         at_sb_put(&source, at_sb_str(&body), body.n);
         if (body.oom || !(t->source = at_sb_take(&source)))
             s = at_fail(AT_ERR_NO_MEMORY, "out of memory");

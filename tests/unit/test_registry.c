@@ -82,6 +82,16 @@ static void test_templates_describe_themselves(void **state)
         assert_int_equal(at_args_index(t->space->args, t->space->nargs, AT_ARG_BUFFER, "C"), 9);
         assert_int_equal(at_args_index(t->space->args, t->space->nargs, AT_ARG_SCALAR, "alpha"), 3);
         assert_int_equal(strlen(t->hash), 16);
+        /* One self-contained source: every quoted include inlined once, named by #line. */
+        assert_null(strstr(t->source, "\n#include \""));
+        char line[96];
+        snprintf(line, sizeof line, "#line 1 \"gemm/%s.", names[i]);
+        assert_non_null(strstr(t->source, line));
+        if (i == 1 || i == 2) {
+            const char *h = strstr(t->source, "#line 1 \"common/cuda_async.h\"");
+            assert_non_null(h);
+            assert_null(strstr(h + 1, "#line 1 \"common/cuda_async.h\""));
+        }
         at_template_free(t);
     }
     at_template *t = NULL;
