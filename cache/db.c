@@ -562,6 +562,20 @@ char *at_db_default_path(void)
     return NULL;
 }
 
+at_status at_db_read(const char *path, at_status (*fn)(at_db *db, void *arg), void *arg, char *why,
+                     size_t whylen)
+{
+    at_db *db = NULL;
+    char *def = path ? NULL : at_db_default_path();
+    at_status s = path || def ? at_db_open(path ? path : def, 1, &db)
+                              : at_fail(AT_ERR_DB, "no database path: HOME is not set");
+    if (s == AT_OK) s = fn(db, arg);
+    if (s != AT_OK && why) snprintf(why, whylen, "%s", at_errmsg());
+    at_db_close(db);
+    free(def);
+    return s;
+}
+
 /* ---- records ---------------------------------------------------------------------------- */
 
 /* A record type of a table: its text form (cache/record.h) behind untyped pointers. */

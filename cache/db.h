@@ -35,6 +35,10 @@ const char *at_db_path(const at_db *db);
 /* The default path: $AUTOTUNE_DB, else $XDG_CACHE_HOME/autotune, else $HOME/.cache/autotune.
  * malloc'd. */
 char *at_db_default_path(void);
+/* Opens the database at path (NULL: the default path) read-only, runs fn on it and closes it;
+ * the message of a failure goes to why (may be NULL). For one-shot readers (list, export). */
+at_status at_db_read(const char *path, at_status (*fn)(at_db *db, void *arg), void *arg, char *why,
+                     size_t whylen);
 
 /* Keys are built and split by cache/keys.h (at_db_result_key, at_db_best_key, ...). */
 

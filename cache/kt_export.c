@@ -277,16 +277,20 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
     return s;
 }
 
+typedef struct export_args {
+    const char *problem, *device, *thash, *out_path;
+} export_args;
+
+static at_status export_in(at_db *db, void *arg)
+{
+    const export_args *a = arg;
+    return export_kt(db, a->problem, a->device, a->thash, a->out_path);
+}
+
 at_status at_db_export_kernel_tuner(const char *path, const char *problem, const char *device,
                                     const char *template_hash, const char *out_path, char *why,
                                     size_t whylen)
 {
-    at_db *db = NULL;
-    char *def = path ? NULL : at_db_default_path();
-    at_status s = at_db_open(path ? path : def, 1, &db);
-    if (s == AT_OK) s = export_kt(db, problem, device, template_hash, out_path);
-    if (s != AT_OK && why) snprintf(why, whylen, "%s", at_errmsg());
-    at_db_close(db);
-    free(def);
-    return s;
+    export_args a = {problem, device, template_hash, out_path};
+    return at_db_read(path, export_in, &a, why, whylen);
 }

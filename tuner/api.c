@@ -608,18 +608,24 @@ at_status at_device_query(const char *backend, int index, at_device_desc *out)
     return AT_OK;
 }
 
+typedef struct visit_args {
+    const char *table, *prefix;
+    int (*visit)(void *user, const char *key, const char *value);
+    void *user;
+} visit_args;
+
+static at_status visit_in(at_db *db, void *arg)
+{
+    const visit_args *a = arg;
+    return at_db_scan(db, a->table, a->prefix, a->visit, a->user);
+}
+
 at_status at_db_visit(const char *path, const char *table, const char *prefix,
                       int (*visit)(void *user, const char *key, const char *value), void *user,
                       char *why, size_t whylen)
 {
-    at_db *db = NULL;
-    char *def = path ? NULL : at_db_default_path();
-    at_status s = at_db_open(path ? path : def, 1, &db);
-    if (s == AT_OK) s = at_db_scan(db, table, prefix, visit, user);
-    if (s != AT_OK && why) snprintf(why, whylen, "%s", at_errmsg());
-    at_db_close(db);
-    free(def);
-    return s;
+    visit_args a = {table, prefix, visit, user};
+    return at_db_read(path, visit_in, &a, why, whylen);
 }
 
 char *at_db_default_location(void) { return at_db_default_path(); }

@@ -97,6 +97,8 @@ typedef struct at_loop {
     size_t *traj_config;
 } at_loop;
 
+/* The search options a tuning run's options make (strategy, seed, budgets). */
+at_search_options at_search_options_of(const at_tune_options *opts);
 /* Proposes, evaluates and reports until the search is done (a budget, the space), a cancel or a
  * lost device. opts gives the progress callback and the cancel flag. */
 at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts, at_loop *out);

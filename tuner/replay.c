@@ -162,13 +162,9 @@ static at_status replay_run(const at_recording *r, const at_tune_options *o, at_
     at_replay_eval_init(&ev, r, NULL, "the recording");
     at_search_space sp = {r->nconfigs, r->nparams, r->idx, r->nvalues,
                           (const double *const *)r->numeric};
-    at_search_options so = {.strategy = o->strategy,
-                            .seed = o->seed,
-                            .max_evals = o->max_evals,
-                            .max_seconds = o->max_seconds,
-                            .no_improve = o->no_improve,
-                            .clock = at_replay_clock,
-                            .clock_user = &ev};
+    at_search_options so = at_search_options_of(o);
+    so.clock = at_replay_clock; /* a seconds budget counts the recorded seconds */
+    so.clock_user = &ev;
     at_search *s = NULL;
     AT_TRY(at_search_create(&sp, &so, &s));
     at_loop loop;

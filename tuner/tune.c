@@ -46,6 +46,16 @@ static at_status account(at_loop *l, at_search *s, size_t c, const at_result_rec
     return AT_OK;
 }
 
+at_search_options at_search_options_of(const at_tune_options *opts)
+{
+    at_search_options so = {.strategy = opts->strategy,
+                            .seed = opts->seed,
+                            .max_evals = opts->max_evals,
+                            .max_seconds = opts->max_seconds,
+                            .no_improve = opts->no_improve};
+    return so;
+}
+
 at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts, at_loop *l)
 {
     memset(l, 0, sizeof *l);
@@ -277,16 +287,14 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         if (st == AT_OK) st = at_pool_start(ctx, t->source, s->kernel, nthreads, &dev.pool);
     }
     at_search_space ss = {n, np, idx, nvalues, valp};
-    at_search_options so = {.strategy = opts->strategy,
-                            .seed = opts->seed,
-                            .max_evals = opts->max_evals,
-                            .max_seconds = opts->max_seconds,
-                            .no_improve = opts->no_improve,
-                            .first = first,
-                            .nfirst = nfirst,
-                            .prior = prior,
-                            .clock = opts->replay_db ? at_replay_clock : NULL,
-                            .clock_user = &replay};
+    at_search_options so = at_search_options_of(opts);
+    so.first = first;
+    so.nfirst = nfirst;
+    so.prior = prior;
+    if (opts->replay_db) { /* a seconds budget counts the recorded seconds */
+        so.clock = at_replay_clock;
+        so.clock_user = &replay;
+    }
     at_search *search = NULL;
     if (st == AT_OK) st = at_search_create(&ss, &so, &search);
     free(first);

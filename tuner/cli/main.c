@@ -268,29 +268,31 @@ static int search_from_opts(const opts *o, at_tune_options *to)
 }
 
 /* Makes the problem of the fields given (a missing one takes its example value when
- * use_examples, for counting a space) and the context options. */
+ * use_examples, for counting a space) and the context options; on a bad one, *p is NULL. */
 static int problem_from_opts(const opts *o, const op_fields *f, int use_examples, at_problem **p,
                              at_context_options *co)
 {
-    int v;
+    int v, rc = 0;
     if (at_problem_create(f->op, p) != AT_OK)
         return fail(AT_ERR_INVALID_ARG, at_problem_last_error());
     for (size_t i = 0; i < f->n; i++) {
         const char *val = o->field[i];
         if (!val && !f->d[i].def && use_examples) val = f->d[i].example;
         if (!val && !f->d[i].def)
-            return usage_error("%s needs --%s (%lld to %lld)", f->op, f->d[i].name,
-                               (long long)f->d[i].lo, (long long)f->d[i].hi);
-        if (!val) continue;
-        int rc = check_field(&f->d[i], val);
-        if (rc) return rc;
-        if (at_problem_set(*p, f->d[i].name, val) != AT_OK)
-            return usage_error("%s", at_problem_last_error());
+            rc = usage_error("%s needs --%s (%lld to %lld)", f->op, f->d[i].name,
+                             (long long)f->d[i].lo, (long long)f->d[i].hi);
+        else if (val && !(rc = check_field(&f->d[i], val)) &&
+                 at_problem_set(*p, f->d[i].name, val) != AT_OK)
+            rc = usage_error("%s", at_problem_last_error());
+        if (rc) break;
     }
     memset(co, 0, sizeof *co);
-    if (o->backend) {
-        if (pick("backend", o->backend, g_backends, &v)) return EXIT_USAGE;
+    if (!rc && o->backend && !(rc = pick("backend", o->backend, g_backends, &v)))
         co->backend = (at_backend_kind)v;
+    if (rc) {
+        at_problem_destroy(*p);
+        *p = NULL;
+        return rc;
     }
     co->device = o->device;
     co->db_path = o->db;
@@ -460,16 +462,11 @@ static int cmd_op(const char *op, int argc, char **argv)
     }
     at_tune_options to = {0};
     at_problem *p = NULL;
-    at_context_options co;
-    if ((rc = problem_from_opts(&o, &f, 0, &p, &co)) || (rc = search_from_opts(&o, &to))) {
-        at_problem_destroy(p);
-        return rc;
-    }
     at_context *ctx = NULL;
-    if ((rc = open_context(&co, &ctx))) {
-        at_problem_destroy(p);
-        return rc;
-    }
+    at_context_options co;
+    if ((rc = search_from_opts(&o, &to)) || (rc = problem_from_opts(&o, &f, 0, &p, &co)) ||
+        (rc = open_context(&co, &ctx)))
+        goto done;
 
     progress_state ps = {isatty(2)};
     to.replay_db = o.replay;
@@ -490,11 +487,7 @@ static int cmd_op(const char *op, int argc, char **argv)
     int partial = (s == AT_ERR_INTERRUPTED || s == AT_ERR_DEVICE_LOST) && rep.best_config[0];
     if (s != AT_OK) {
         rc = fail(s, at_context_last_error(ctx));
-        if (!partial || !o.json) {
-            at_context_destroy(ctx);
-            at_problem_destroy(p);
-            return rc;
-        }
+        if (!partial || !o.json) goto done;
     }
     if (o.json) {
         cJSON *j = cJSON_CreateObject(), *best, *cand;
@@ -533,6 +526,7 @@ static int cmd_op(const char *op, int argc, char **argv)
                    rep.evaluated, rep.measured, rep.failed, rep.space, rep.space_total);
         printf("  wall time   %.2f s\n", rep.seconds);
     }
+done:
     at_context_destroy(ctx);
     at_problem_destroy(p);
     return rc;
@@ -653,21 +647,14 @@ static int cmd_space(int argc, char **argv)
     }
     if (!op) return usage_error("space needs an operation: %s", at_operations()[0]);
     at_problem *p = NULL;
+    at_context *ctx = NULL;
     at_context_options co;
-    if ((rc = problem_from_opts(&o, &f, 1, &p, &co))) {
-        at_problem_destroy(p);
-        return rc;
-    }
+    if ((rc = problem_from_opts(&o, &f, 1, &p, &co))) return rc;
     if (o.compile || o.arch) {
         rc = space_compile(&o, p);
-        at_problem_destroy(p);
-        return rc;
+        goto done;
     }
-    at_context *ctx = NULL;
-    if ((rc = open_context(&co, &ctx))) {
-        at_problem_destroy(p);
-        return rc;
-    }
+    if ((rc = open_context(&co, &ctx))) goto done;
     at_space_info info;
     at_status s =
         at_space_count(ctx, p, o.tmpl, &info, o.list && !o.json ? print_config : NULL, NULL);
@@ -690,6 +677,7 @@ static int cmd_space(int argc, char **argv)
                info.valid);
         printf("  %s\n", info.params);
     }
+done:
     at_context_destroy(ctx);
     at_problem_destroy(p);
     return rc;
