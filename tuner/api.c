@@ -205,6 +205,15 @@ static int lookup_best(at_context *ctx, const at_problem *p, at_best_rec *b)
     return hit;
 }
 
+/* 1 if results tuned with the template version `hash` hold for t: its own, or one it supersedes
+ * (an earlier version of the same code and space). */
+static int trusts(const at_template *t, const char *hash)
+{
+    return strcmp(t->hash, hash) == 0 ||
+           (t->space->nsupersedes &&
+            at_space_lists(t->space->supersedes, t->space->nsupersedes, hash, 0));
+}
+
 /* The template a best entry was tuned with, if it still serves p here and is the same version
  * (an entry from before templates were named was made with the default choice). */
 static at_template *best_template(at_context *ctx, const at_problem *p, const at_best_rec *b)
@@ -215,7 +224,7 @@ static at_template *best_template(at_context *ctx, const at_problem *p, const at
         at_errclear();
         return NULL;
     }
-    if (strcmp(t->hash, b->template_hash) == 0) return t;
+    if (trusts(t, b->template_hash)) return t;
     at_template_free(t);
     return NULL;
 }
@@ -243,7 +252,7 @@ static int lookup_nearest(at_context *ctx, const at_problem *p, const at_templat
             at_best_rec b;
             int64_t cfg[AT_MAX_PARAMS];
             if (!(d < best) || at_db_get_best(ctx->db, keys[i], &b) != AT_OK) continue;
-            if (strcmp(b.template_hash, t->hash) != 0) continue;
+            if (!trusts(t, b.template_hash)) continue;
             if (at_config_parse(t->space, b.config, cfg) != AT_OK ||
                 !at_space_valid(t->space, cfg, NULL, 0))
                 continue;

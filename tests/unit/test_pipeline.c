@@ -496,9 +496,73 @@ static void test_splitk_workspace_shared(void **state)
     unsetenv("AUTOTUNE_TEMPLATE_PATH");
 }
 
+/* A database written by autotune 0.1 (tests/fixtures/db-v1, tuned on PoCL) still answers: its
+ * tuned entries are hits for a context with its device key, through the template version the
+ * GEMM template supersedes, and a neighbour gets the nearest of them. */
+static int first_best_key(void *user, const char *key, const char *value)
+{
+    (void)value;
+    snprintf(user, 640, "%s", key);
+    return 1;
+}
+
+static void test_v1_database_answers(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/at-test-pipe-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cp %s/tests/fixtures/db-v1/data.mdb %s/", AT_SOURCE_DIR, g_dir);
+    assert_int_equal(system(cmd), 0);
+    setenv("AUTOTUNE_TEMPLATE_PATH", AT_SOURCE_DIR "/templates", 1);
+
+    /* The fake device stands in for the PoCL device that tuned it: its key, a CPU. */
+    at_context ctx = {.ops = &fake, .compile_threads = 1};
+    f_info(0, &ctx.info);
+    snprintf(ctx.info.backend, sizeof ctx.info.backend, "opencl");
+    ctx.info.is_cpu = true;
+    ctx.info.l2_bytes = 0;
+    assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
+    char key[640] = "";
+    assert_int_equal(at_db_scan(ctx.db, "best", "gemm/f32/nn/24x20x16|", first_best_key, key),
+                     AT_OK);
+    snprintf(ctx.info.key, sizeof ctx.info.key, "%s", strchr(key, '|') + 1);
+    at_best_rec b;
+    assert_int_equal(at_db_get_best(ctx.db, key, &b), AT_OK);
+    assert_string_equal(b.template_name, ""); /* from before templates were named */
+    assert_int_equal(fake.open(0, &ctx.dev), AT_OK);
+
+    at_gemm_problem p = {.m = 24, .n = 20, .k = 16, .alpha = 1};
+    at_kernel *k = NULL;
+    at_source src;
+    assert_int_equal(at_gemm_get(&ctx, &p, AT_GET_NO_FALLBACK, &k, &src), AT_OK);
+    assert_int_equal(src, AT_SOURCE_HIT);
+    assert_string_equal(at_kernel_config(k), b.config);
+    at_kernel_destroy(k);
+    at_tune_report r;
+    int launches = g_launches;
+    assert_int_equal(at_gemm_tune(&ctx, &p, NULL, &r, NULL), AT_OK);
+    assert_int_equal(r.cache_hit, 1);
+    assert_int_equal(r.space, 0); /* not recorded in 0.1 */
+    assert_true(r.best_time_us == b.time_us);
+    assert_int_equal(g_launches, launches);
+    p.m = 26; /* a neighbour: the nearest tuned shape */
+    assert_int_equal(at_gemm_get(&ctx, &p, 0, &k, &src), AT_OK);
+    assert_int_equal(src, AT_SOURCE_NEAREST);
+    assert_string_equal(at_kernel_config(k), b.config);
+    at_kernel_destroy(k);
+
+    fake.close(ctx.dev);
+    at_db_close(ctx.db);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+    unsetenv("AUTOTUNE_TEMPLATE_PATH");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_statuses_flush_and_recycle),
-                                       cmocka_unit_test(test_splitk_workspace_shared)};
+                                       cmocka_unit_test(test_splitk_workspace_shared),
+                                       cmocka_unit_test(test_v1_database_answers)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

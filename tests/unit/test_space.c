@@ -761,6 +761,10 @@ static void test_load_errors_expressions(void **state)
     expect_section_error(S_ARGS, "arguments:\n  - {i32: m, f32: a}\n", "'arguments'[0]",
                          "expected 'workspace' or one 'KIND: NAME'");
     expect_section_error(S_ARGS, "arguments: []\n", "'arguments'", "a list of arguments");
+    expect_section_error(S_ARGS, "supersedes: [63b7a31c876b7b7]\n", "'supersedes'",
+                         "is not a template hash");
+    expect_section_error(S_ARGS, "supersedes: [63B7A31C876B7B70]\n", "'supersedes'",
+                         "is not a template hash");
     expect_section_error(S_LAUNCH, "launch:\n  global: [m, n]\n  locl: [1]\n", "'launch'",
                          "unknown key 'locl'");
     expect_section_error(S_LAUNCH, "launch:\n  local: [1]\n", "'launch'", "missing key 'global'");

@@ -92,6 +92,7 @@ void at_space_free(at_space *s)
     free_names(s->backends, s->nbackends);
     free_names(s->dtypes, s->ndtypes);
     free_names(s->archs, s->narchs);
+    free_names(s->supersedes, s->nsupersedes);
     for (size_t i = 0; i < s->nargs; i++) free(s->args[i].name);
     for (size_t i = 0; i < s->nparams; i++) free(s->params[i].name);
     free_names(s->problem_vars, s->nproblem);
@@ -132,13 +133,14 @@ enum {
     K_ARCHS,
     K_PRIORITY,
     K_ARGUMENTS,
+    K_SUPERSEDES,
     K_COUNT
 };
 
 static const char *const key_names[K_COUNT] = {
-    "name",      "kernel",      "source",  "problem", "device",   "parameters",
-    "derived",   "constraints", "defines", "launch",  "defaults", "workspace",
-    "operation", "backends",    "dtypes",  "archs",   "priority", "arguments"};
+    "name",        "kernel",  "source",   "problem",   "device",    "parameters", "derived",
+    "constraints", "defines", "launch",   "defaults",  "workspace", "operation",  "backends",
+    "dtypes",      "archs",   "priority", "arguments", "supersedes"};
 static const bool key_required[K_COUNT] = {[K_NAME] = true,
                                            [K_KERNEL] = true,
                                            [K_SOURCE] = true,
@@ -708,6 +710,16 @@ static at_status load_doc(loader *L)
                            line_of(val[K_PRIORITY]));
     }
     if (val[K_ARGUMENTS]) AT_TRY(load_args(L, val[K_ARGUMENTS]));
+    if (val[K_SUPERSEDES]) {
+        AT_TRY(load_list(L, val[K_SUPERSEDES], "supersedes", &s->supersedes, &s->nsupersedes));
+        for (size_t i = 0; i < s->nsupersedes; i++)
+            if (strlen(s->supersedes[i]) != 16 ||
+                strspn(s->supersedes[i], "0123456789abcdef") != 16)
+                return at_fail(AT_ERR_TEMPLATE,
+                               "line %zu: 'supersedes': '%s' is not a template hash (16 hex "
+                               "digits)",
+                               line_of(val[K_SUPERSEDES]), s->supersedes[i]);
+    }
     AT_TRY(load_params(L, val[K_PARAMETERS]));
     if (val[K_PROBLEM])
         AT_TRY(load_names(L, val[K_PROBLEM], "problem", false, &s->problem_vars, &s->nproblem));

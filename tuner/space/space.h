@@ -75,6 +75,10 @@ typedef struct at_space {
      * `priority:` (the highest-priority template that applies is the default choice). */
     char **backends, **dtypes, **archs;
     size_t nbackends, ndtypes, narchs;
+    /* `supersedes:` hashes of earlier versions of this template whose tuned results stay valid
+     * for it (the same code and space, written down by the template's author). */
+    char **supersedes;
+    size_t nsupersedes;
     int64_t priority;
     at_arg args[AT_MAX_ARGS]; /* `arguments:` */
     size_t nargs;
