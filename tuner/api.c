@@ -1,9 +1,7 @@
 /* api.c — the public library API (include/autotune.h): contexts; get (hit, nearest, default or
- * tune), tune (cache hit, or the pipeline with device recycling) and launch for every
+ * tune), tune (cache hit, or the pipeline) and launch for every
  * operation; buffers; discovery. Every failure leaves its detailed message on the context. */
 #include "tuner/pipeline.h"
-
-#define AT_MAX_RECYCLES 32 /* device contexts recycled after faults in one tuning call */
 
 #include <math.h>
 #include <stdlib.h>
@@ -291,27 +289,6 @@ static void default_tune_options(const at_tune_options *in, at_tune_options *o)
     if (!o->seed) o->seed = 1;
 }
 
-/* A candidate that faults poisons a CUDA context: everything measured is saved, so a fresh
- * context resumes the run where it stopped (the faulty candidate is recorded as crashed and not
- * run again). */
-static at_status tune_recycling(at_context *ctx, at_template *t, const at_problem *p,
-                                const at_tune_options *o, at_tune_report *rep, char *config,
-                                size_t len)
-{
-    int64_t measured = 0;
-    at_status s = AT_OK;
-    for (int recycles = 0;; recycles++) {
-        s = at_pipeline_tune(ctx, t, p, o, rep, config, len);
-        measured += rep->measured;
-        if (s != AT_ERR_DEVICE_LOST || recycles == AT_MAX_RECYCLES) break;
-        ctx->ops->close(ctx->dev);
-        ctx->dev = NULL;
-        if ((s = ctx->ops->open(ctx->device_index, &ctx->dev)) != AT_OK) break;
-    }
-    rep->measured = measured;
-    return s;
-}
-
 at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_options *opts,
                   at_tune_report *report, at_kernel **out)
 {
@@ -349,7 +326,9 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
         snprintf(config, sizeof config, "%s", b.config);
     } else if (s == AT_OK) {
         s = at_template_for(p, &ctx->info, o.template_name, &t);
-        if (s == AT_OK) s = tune_recycling(ctx, t, p, &o, rep, config, sizeof config);
+        /* Candidates run in a worker process: a fault is recorded against the candidate that
+         * made it, and the worker replaced (tuner/worker.c). */
+        if (s == AT_OK) s = at_pipeline_tune(ctx, t, p, &o, rep, config, sizeof config);
     }
     if (t) {
         snprintf(rep->template_name, sizeof rep->template_name, "%s", t->name);

@@ -92,6 +92,11 @@ typedef struct at_backend_ops {
     at_status (*buffer_write)(at_bdev *d, at_bbuf b, size_t off, const void *src, size_t bytes);
     at_status (*buffer_read)(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t bytes);
     void (*buffer_free)(at_bdev *d, at_bbuf b);
+    /* A buffer for bytes at offset off of b, for kernels (guard zones around a checked run's
+     * buffers: the kernel gets the middle of a larger allocation). off is a multiple of 4096.
+     * Freed with view_free (NULL: nothing to free) before b. */
+    at_status (*buffer_view)(at_bdev *d, at_bbuf b, size_t off, size_t bytes, at_bbuf *out);
+    void (*view_free)(at_bdev *d, at_bbuf view);
     /* Sets every byte of b, asynchronously on the device's queue (used to flush caches). */
     at_status (*buffer_fill)(at_bdev *d, at_bbuf b, unsigned char value);
     /* Enqueues the kernel on stream (NULL: the device's queue). global is the total number of

@@ -2,11 +2,13 @@
  * device), keeps compiled binaries in the database so a later process skips the compiler,
  * checks what the compiler reports against the device, makes ready-to-launch kernels, and
  * compiles whole spaces for a target without a device. */
+#define _POSIX_C_SOURCE 200809L
 #include "tuner/pipeline.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the binaries table -------------------------------------------------------------------- */
@@ -225,11 +227,20 @@ void at_pool_submit(at_pool *pl, const at_space *s, size_t i, const int64_t *cfg
     pthread_mutex_unlock(&pl->mu);
 }
 
-void at_pool_wait(at_pool *pl, at_job *j)
+int at_pool_wait(at_pool *pl, at_job *j, const volatile int *cancel)
 {
+    int cancelled = 0;
     pthread_mutex_lock(&pl->mu);
-    while (!j->done) pthread_cond_wait(&pl->done, &pl->mu);
+    while (!j->done && !(cancelled = cancel && *cancel)) {
+        /* Looks at the cancel flag ten times a second: a signal handler cannot signal a cond. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&pl->done, &pl->mu, &ts);
+    }
     pthread_mutex_unlock(&pl->mu);
+    return cancelled;
 }
 
 void at_pool_stop(at_pool *pl)
@@ -320,7 +331,7 @@ at_status at_pipeline_compile(at_context *ctx, at_template *t, int64_t limit, ui
     }
     for (size_t i = 0; st == AT_OK && i < count; i++) {
         at_job *j = &jobs[i];
-        at_pool_wait(pl, j);
+        at_pool_wait(pl, j, NULL);
         rep->attempted++;
         size_t global[3], local[3];
         char why[512];

@@ -56,6 +56,9 @@ typedef struct at_op {
     /* The value of a scalar kernel argument by name (`i32: m`, `f32: alpha`); AT_ERR_TEMPLATE
      * for a name the operation does not have. Integers in *i, reals in *f. */
     at_status (*scalar)(const void *p, const char *name, int64_t *i, double *f);
+    /* The buffers of a checked run in role order — dtype, count, output; nothing allocated —
+     * so that their sizes are checked against the device before any memory is spent. */
+    at_status (*layout)(const void *p, at_op_buffer *out);
     /* Fills d: inputs, outputs' initial contents, and the reference to check against. */
     at_status (*data_make)(const void *p, at_op_data *d);
     /* Compares the outputs read back (f32, one array per buffer, NULL for inputs) with the

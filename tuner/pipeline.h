@@ -36,7 +36,8 @@ at_status at_pool_start(at_context *ctx, const char *source, const char *kernel,
 /* Fills j for configuration cfg (index i of the space) and queues it; a config whose options
  * cannot be made is done at once with AT_ERR_TEMPLATE. */
 void at_pool_submit(at_pool *pl, const at_space *s, size_t i, const int64_t *cfg, at_job *j);
-void at_pool_wait(at_pool *pl, at_job *j);
+/* Waits for j to be compiled; 0, or 1 when *cancel became set first (j keeps compiling). */
+int at_pool_wait(at_pool *pl, at_job *j, const volatile int *cancel);
 void at_pool_stop(at_pool *pl); /* joins the threads; jobs stay the caller's */
 
 /* Stores a compiled program's binary (a failure only costs a compile later). */
@@ -45,28 +46,80 @@ void at_binary_store(at_context *ctx, const char *source, const char *options, a
 int at_candidate_fits(at_context *ctx, at_bprog *prog, const size_t local[3], char *why,
                       size_t whylen);
 
-/* ---- runner: checks and times candidates of one problem on the device -------------------- */
+/* ---- the device half: buffers, runs and timing in a worker process ------------------------ */
+
+#define AT_GUARD_BYTES 4096 /* canaries before and after every buffer of a checked run */
+
+/* One kernel argument as the device half builds it: a buffer by index, the workspace, or a
+ * scalar's bytes. */
+typedef struct at_run_arg {
+    uint8_t kind; /* at_arg_kind */
+    uint8_t size; /* scalar bytes */
+    uint16_t buffer;
+    unsigned char value[8];
+} at_run_arg;
+
+/* How to launch a compiled candidate. */
+typedef struct at_run_spec {
+    char kernel[128];
+    size_t global[3], local[3], dims, shared_bytes, ws_bytes;
+    at_run_arg args[AT_MAX_ARGS];
+    size_t nargs;
+} at_run_spec;
+
+/* The link to the device half: a worker process that owns its own device context (a watchdog on
+ * every request, replaced when it dies or hangs), or this process when isolation is off
+ * (AUTOTUNE_ISOLATION=off, or a backend a worker cannot open). cancel: stops a wait at once. */
+typedef struct at_link at_link;
+at_status at_link_open(at_context *ctx, const volatile int *cancel, at_link **out);
+void at_link_close(at_link *l);
+int at_link_isolated(const at_link *l);
+/* Workers started (or device contexts recycled) so far. */
+int at_link_respawns(const at_link *l);
+/* Sizes the buffers of a problem (bytes each, and a cache flush buffer) and returns the host
+ * staging area; at_link_init(i) is where buffer i's contents go, then at_link_upload. */
+unsigned char *at_link_buffers(at_link *l, size_t n, const size_t *bytes, size_t flush_bytes,
+                               at_status *st);
+unsigned char *at_link_init(at_link *l, size_t i);
+at_status at_link_upload(at_link *l);
+/* Runs a candidate once: loads its binary, re-uploads the buffers in reset (outputs), zeroes
+ * the workspace, launches, and reads every buffer back (at_link_out) with the guards. The
+ * candidate's outcome is in rec (ok, launch_error, or crashed / timeout when the worker died or
+ * did not answer within limit_ms); a failed call is the run's own failure (interrupted, no
+ * device). */
+at_status at_link_run(at_link *l, const void *bin, size_t len, const at_run_spec *spec,
+                      uint32_t reset, double limit_ms, double *ms, int64_t *ws_dirty,
+                      at_result_rec *rec);
+/* Buffer i as the last run left it, and how many of its guard bytes it changed. */
+unsigned char *at_link_out(at_link *l, size_t i);
+size_t at_link_guard_errors(const at_link *l, size_t i);
+/* Times the candidate of the last run (its run took first_ms): repetitions with the cache
+ * flushed between them, stopping early when clearly slower than best_us. */
+at_status at_link_time(at_link *l, double first_ms, double best_us, double limit_ms,
+                       at_result_rec *rec);
+
+/* ---- runner: checks and times candidates of one problem ----------------------------------- */
 
 typedef struct at_runner {
     at_context *ctx;
     const at_problem *p;
-    at_op_data data;              /* the operation's inputs and reference */
-    at_bbuf bufs[AT_MAX_BUFFERS]; /* the device copies, in role order */
-    float *out[AT_MAX_BUFFERS];   /* outputs read back, as f32 */
-    void *stage;                  /* element-type staging for uploads and reads */
+    at_op_data data; /* the operation's inputs and reference */
     size_t nbufs;
-    at_bbuf flush; /* rewritten before each timed run on a GPU */
-    at_bbuf ws;    /* the largest workspace a candidate needed so far */
+    size_t bytes[AT_MAX_BUFFERS]; /* device bytes of each buffer */
+    float *out[AT_MAX_BUFFERS];   /* buffers read back, as f32 */
+    at_link *link;
 } at_runner;
 
-/* Makes the operation's data for p and puts it on ctx's device. */
-at_status at_runner_open(at_runner *r, at_context *ctx, const at_problem *p);
+/* Checks p's buffers against the device's memory, makes the operation's data and puts it on the
+ * device half. cancel: the run's cancel flag (may be NULL). */
+at_status at_runner_open(at_runner *r, at_context *ctx, const at_problem *p,
+                         const volatile int *cancel);
 void at_runner_close(at_runner *r);
-/* Runs a compiled candidate (config cfg of t) once against the reference, then times it
- * (warm-up, repetitions, early stop against best_us). Every outcome goes into rec; nothing here
- * fails the run, but *lost says a fault left the device context unusable. */
-void at_runner_measure(at_runner *r, const at_template *t, const int64_t *cfg, at_bprog *prog,
-                       double best_us, at_result_rec *rec, int *lost);
+/* Runs a compiled candidate (config cfg of t) once against the reference — guards intact,
+ * inputs unchanged, workspace clean — then times it. Every outcome goes into rec; a failure
+ * of the run itself (interrupted, the device gone) is returned. */
+at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *cfg, at_bprog *prog,
+                            double best_us, at_result_rec *rec);
 
 /* ---- the tune loop -------------------------------------------------------------------------- */
 
@@ -77,8 +130,8 @@ struct at_evaluator {
      * the answer is known at once (a record), 0 when it is queued, or a failure of the run
      * itself (a negative at_status, at_errmsg says why). */
     int (*submit)(at_evaluator *e, size_t c, at_result_rec *rec);
-    /* The oldest queued config's outcome; best_us is the best time so far (0: none).
-     * AT_ERR_DEVICE_LOST after a fault that left the device unusable (rec is still valid). */
+    /* The oldest queued config's outcome; best_us is the best time so far (0: none). A failure
+     * of the run itself (AT_ERR_INTERRUPTED, a failed write, no device) leaves rec unused. */
     at_status (*next)(at_evaluator *e, double best_us, size_t *c, at_result_rec *rec);
     size_t lookahead; /* configs queued at most at once */
     int batch;        /* 1: queue a new batch only when the last one is done (a CPU device) */
@@ -91,7 +144,7 @@ typedef struct at_loop {
     size_t best;
     at_result_rec best_rec;
     char first_failure[512];
-    int cancelled, lost;
+    int cancelled;
     size_t ntrajectory; /* evaluations and config at each improvement (malloc'd) */
     int64_t *traj_evals;
     size_t *traj_config;
@@ -100,7 +153,7 @@ typedef struct at_loop {
 /* The search options a tuning run's options make (strategy, seed, budgets). */
 at_search_options at_search_options_of(const at_tune_options *opts);
 /* Proposes, evaluates and reports until the search is done (a budget, the space), a cancel or a
- * lost device. opts gives the progress callback and the cancel flag. */
+ * failure of the run. opts gives the progress callback and the cancel flag. */
 at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts, at_loop *out);
 void at_loop_clear(at_loop *l);
 

@@ -1,138 +1,157 @@
-/* run.c — the runner: an operation's buffers on the device, and the measurement of one compiled
- * candidate: a checked run against the operation's reference (outputs reset first, workspace
- * zeroed and required clean after), then timed runs with the cache flushed between them, and
- * every failure recorded as the candidate's outcome. */
+/* run.c — the runner, the host half of measuring candidates: a problem's buffers checked against
+ * the device's memory before anything is allocated, put on the device half (worker.c) with guard
+ * zones, and each compiled candidate run once against the operation's reference — outputs
+ * reset (NaN where they must not be read), guards intact, inputs unchanged, workspace clean —
+ * then timed; every failure recorded as the candidate's outcome, under a watchdog. */
+#define _GNU_SOURCE
 #include "tuner/pipeline.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define AT_MIN_TIME_S       0.1     /* time each candidate at least this long ... */
-#define AT_MIN_REPS         3       /* ... and at least this many times ... */
-#define AT_MAX_REPS         50      /* ... but no more than this */
-#define AT_EARLY_STOP_RATIO 2.0     /* stop timing a candidate this much slower than the best */
-#define AT_TIMEOUT_MS       20000.0 /* one run longer than this is a timeout */
+#define TIMEOUT_MS  20000.0 /* one run longer than this is a timeout, whatever the best */
+#define LIMIT_RATIO 50.0    /* ... and once there is a best, a run this much slower */
+#define LIMIT_BASE  1000.0  /* ms every checked run may take on top (loading its binary) */
 
-/* ---- the operation's buffers on the device ------------------------------------------------- */
+/* ---- the problem's buffers ----------------------------------------------------------------- */
 
-/* Host floats to a device buffer in its element type (through the staging area). */
-static at_status upload(at_runner *r, size_t i)
+static double gib(double bytes) { return bytes / 1073741824.0; }
+
+/* The buffers' sizes against what the device can allocate and what this machine has, before
+ * any host memory is spent on them. */
+static at_status check_limits(const at_context *ctx, const at_problem *p, const at_op_buffer *lay,
+                              size_t n)
 {
-    const at_op_buffer *b = &r->data.buf[i];
-    at_dtype_from_f32(b->dtype, b->init, r->stage, b->count);
-    return r->ctx->ops->buffer_write(r->ctx->dev, r->bufs[i], 0, r->stage,
-                                     b->count * at_dtype_size(b->dtype));
-}
-
-static at_status download(at_runner *r, size_t i)
-{
-    const at_op_buffer *b = &r->data.buf[i];
-    AT_TRY(r->ctx->ops->buffer_read(r->ctx->dev, r->bufs[i], 0, r->stage,
-                                    b->count * at_dtype_size(b->dtype)));
-    at_dtype_to_f32(b->dtype, r->stage, r->out[i], b->count);
+    const char *const *roles = p->op->roles;
+    double device = 0, host = 0;
+    for (size_t i = 0; i < n; i++) {
+        double bytes = (double)lay[i].count * (double)at_dtype_size(lay[i].dtype);
+        if (ctx->info.max_alloc_bytes > 0 && bytes > (double)ctx->info.max_alloc_bytes)
+            return at_fail(AT_ERR_UNSUPPORTED,
+                           "buffer %s of this problem needs %.2f GiB, more than the %.2f GiB the "
+                           "device allocates at once",
+                           roles[i], gib(bytes), gib((double)ctx->info.max_alloc_bytes));
+        device += bytes + 2 * AT_GUARD_BYTES;
+        /* f32 contents, two staged copies, the f32 read-back and the reference of an output */
+        host += (double)lay[i].count * 4 + 2 * bytes + (lay[i].output ? 16.0 * lay[i].count : 0);
+    }
+    if (ctx->info.global_mem_bytes > 0 && device > (double)ctx->info.global_mem_bytes)
+        return at_fail(AT_ERR_UNSUPPORTED,
+                       "this problem's buffers need %.2f GiB, more than the device's %.2f GiB",
+                       gib(device), gib((double)ctx->info.global_mem_bytes));
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (ram > 0 && host > 0.8 * ram)
+        return at_fail(AT_ERR_UNSUPPORTED,
+                       "checking this problem's candidates needs about %.1f GiB of host memory; "
+                       "this machine has %.1f GiB",
+                       gib(host), gib(ram));
     return AT_OK;
 }
 
-at_status at_runner_open(at_runner *r, at_context *ctx, const at_problem *p)
+at_status at_runner_open(at_runner *r, at_context *ctx, const at_problem *p,
+                         const volatile int *cancel)
 {
     memset(r, 0, sizeof *r);
     r->ctx = ctx;
     r->p = p;
-    AT_TRY(p->op->data_make(p->data, &r->data));
     while (r->nbufs < AT_MAX_BUFFERS && p->op->roles[r->nbufs]) r->nbufs++;
-    size_t most = 0;
+    at_op_buffer lay[AT_MAX_BUFFERS];
+    memset(lay, 0, sizeof lay);
+    AT_TRY(p->op->layout(p->data, lay));
+    AT_TRY(check_limits(ctx, p, lay, r->nbufs));
+    AT_TRY(p->op->data_make(p->data, &r->data));
     for (size_t i = 0; i < r->nbufs; i++) {
         const at_op_buffer *b = &r->data.buf[i];
-        size_t bytes = b->count * (at_dtype_size(b->dtype) > 4 ? at_dtype_size(b->dtype) : 4);
-        if (bytes > most) most = bytes;
+        r->bytes[i] = b->count * at_dtype_size(b->dtype);
         if (b->output && !(r->out[i] = malloc(b->count * sizeof(float))))
             return at_fail(AT_ERR_NO_MEMORY, "out of host memory for the outputs");
     }
-    if (!(r->stage = malloc(most ? most : 1)))
-        return at_fail(AT_ERR_NO_MEMORY, "out of host memory for staging");
+    AT_TRY(at_link_open(ctx, cancel, &r->link));
+    /* On a GPU, a buffer twice the last-level cache is rewritten before each timed run. */
+    size_t flush = !ctx->info.is_cpu && ctx->info.l2_bytes > 0 && ctx->ops->buffer_fill
+                       ? (size_t)ctx->info.l2_bytes * 2
+                       : 0;
+    at_status st;
+    if (!at_link_buffers(r->link, r->nbufs, r->bytes, flush, &st)) return st;
     for (size_t i = 0; i < r->nbufs; i++) {
         const at_op_buffer *b = &r->data.buf[i];
-        AT_TRY(ctx->ops->buffer_alloc(ctx->dev, b->count * at_dtype_size(b->dtype), &r->bufs[i]));
-        AT_TRY(upload(r, i));
+        at_dtype_from_f32(b->dtype, b->init, at_link_init(r->link, i), b->count);
     }
-    /* On a GPU, a buffer twice the last-level cache is rewritten before each timed run. */
-    if (!ctx->info.is_cpu && ctx->info.l2_bytes > 0 && ctx->ops->buffer_fill &&
-        ctx->ops->buffer_alloc(ctx->dev, (size_t)ctx->info.l2_bytes * 2, &r->flush) != AT_OK)
-        r->flush.handle = NULL; /* no room: time without flushing */
-    return AT_OK;
+    return at_link_upload(r->link);
 }
 
 void at_runner_close(at_runner *r)
 {
-    at_context *ctx = r->ctx;
-    for (size_t i = 0; ctx && i < AT_MAX_BUFFERS; i++) {
-        if (r->bufs[i].handle && ctx->dev) ctx->ops->buffer_free(ctx->dev, r->bufs[i]);
-        free(r->out[i]);
-    }
-    if (ctx && ctx->dev && r->flush.handle) ctx->ops->buffer_free(ctx->dev, r->flush);
-    if (ctx && ctx->dev && r->ws.handle) ctx->ops->buffer_free(ctx->dev, r->ws);
+    at_link_close(r->link);
+    for (size_t i = 0; i < AT_MAX_BUFFERS; i++) free(r->out[i]);
     if (r->p && r->p->op->data_free) r->p->op->data_free(&r->data);
-    free(r->stage);
     memset(r, 0, sizeof *r);
 }
 
 /* ---- measuring one candidate --------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
+/* The launch of config cfg: geometry, memory, and the arguments in the device half's terms (the
+ * one argument builder, given tokens for the buffers and the workspace). */
+static at_status make_spec(const at_runner *r, const at_template *t, const int64_t *cfg,
+                           at_run_spec *spec)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* A launch failed: a fault that poisoned the context (CUDA's sticky errors) makes the
- * candidate `crashed` and the device lost; anything else is the candidate's launch_error. */
-static void launch_failed(at_context *ctx, at_result_rec *rec, int *lost)
-{
-    char why[sizeof rec->reason];
-    snprintf(why, sizeof why, "%s", at_errmsg());
-    if (ctx->ops->check && ctx->ops->check(ctx->dev) == AT_ERR_DEVICE_LOST) {
-        rec->status = AT_RS_CRASHED;
-        *lost = 1;
-    } else {
-        rec->status = AT_RS_LAUNCH_ERROR;
+    const at_space *s = t->space;
+    memset(spec, 0, sizeof *spec);
+    snprintf(spec->kernel, sizeof spec->kernel, "%s", s->kernel);
+    spec->dims = s->launch_dims;
+    AT_TRY(at_space_launch(s, cfg, spec->global, spec->local));
+    AT_TRY(at_space_memory(s, cfg, &spec->shared_bytes, &spec->ws_bytes));
+    void *tokens[AT_MAX_BUFFERS];
+    for (size_t i = 0; i < r->nbufs; i++) tokens[i] = (void *)(uintptr_t)(i + 1);
+    static const char ws_token;
+    at_arglist a;
+    AT_TRY(at_args_build(s->args, s->nargs, r->p, tokens, spec->ws_bytes ? &ws_token : NULL, &a));
+    /* The built list follows the template's, less a workspace the config does not take. */
+    size_t k = 0;
+    for (size_t i = 0; i < s->nargs; i++) {
+        const at_arg *arg = &s->args[i];
+        if (arg->kind == AT_ARG_WORKSPACE && !spec->ws_bytes) continue;
+        at_run_arg *ra = &spec->args[k];
+        ra->kind = (uint8_t)arg->kind;
+        if (arg->kind == AT_ARG_BUFFER)
+            ra->buffer = (uint16_t)((uintptr_t)a.v[k].ptr - 1);
+        else if (arg->kind == AT_ARG_SCALAR) {
+            ra->size = (uint8_t)a.a[k].size;
+            memcpy(ra->value, a.a[k].ptr, a.a[k].size);
+        }
+        k++;
     }
-    snprintf(rec->reason, sizeof rec->reason, "%s", why);
+    spec->nargs = k;
+    return AT_OK;
 }
 
-/* Bytes of the first ws_bytes of ws that are not zero (reads it back); -1 if it cannot be read
- * (a fault), with at_errmsg() saying why. */
-static int64_t workspace_dirty(at_context *ctx, at_bbuf ws, size_t ws_bytes)
+/* The checked run's verdict on what it left: guards, inputs, outputs, workspace. 1 if right. */
+static int verdict(at_runner *r, int64_t ws_dirty, size_t ws_bytes, at_result_rec *rec)
 {
-    unsigned char *h = malloc(ws_bytes);
-    if (!h) return at_fail(AT_ERR_NO_MEMORY, "out of memory reading a workspace"), -1;
-    int64_t dirty = -1;
-    if (ctx->ops->buffer_read(ctx->dev, ws, 0, h, ws_bytes) == AT_OK) {
-        dirty = 0;
-        for (size_t i = 0; i < ws_bytes; i++) dirty += h[i] != 0;
+    const char *const *roles = r->p->op->roles;
+    for (size_t i = 0; i < r->nbufs; i++) {
+        size_t bad = at_link_guard_errors(r->link, i);
+        if (bad) {
+            rec->status = AT_RS_WRONG_RESULT;
+            snprintf(rec->reason, sizeof rec->reason,
+                     "wrote %zu bytes outside buffer %s (its guard zones)", bad, roles[i]);
+            return 0;
+        }
     }
-    free(h);
-    return dirty;
-}
-
-/* Resets the outputs and the workspace, launches once and checks the outputs and that the
- * workspace is clean again. *ms gets the run's time. 1 if the candidate passed. */
-static int checked_run(at_runner *r, at_bprog *prog, const at_arglist *args, const size_t g[3],
-                       const size_t l[3], size_t dims, size_t shared, size_t ws_bytes, double *ms,
-                       at_result_rec *rec, int *lost)
-{
-    at_context *ctx = r->ctx;
-    at_status s = AT_OK;
-    for (size_t i = 0; s == AT_OK && i < r->nbufs; i++)
-        if (r->data.buf[i].output) s = upload(r, i);
-    if (s == AT_OK && ws_bytes) s = ctx->ops->buffer_fill(ctx->dev, r->ws, 0);
-    if (s == AT_OK)
-        s = ctx->ops->launch(ctx->dev, prog, args->a, args->n, g, l, dims, shared, NULL, ms);
-    for (size_t i = 0; s == AT_OK && i < r->nbufs; i++)
-        if (r->data.buf[i].output) s = download(r, i); /* an asynchronous fault shows here */
-    if (s != AT_OK) {
-        launch_failed(ctx, rec, lost);
+    for (size_t i = 0; i < r->nbufs; i++) {
+        if (r->data.buf[i].output ||
+            memcmp(at_link_out(r->link, i), at_link_init(r->link, i), r->bytes[i]) == 0)
+            continue;
+        rec->status = AT_RS_WRONG_RESULT;
+        snprintf(rec->reason, sizeof rec->reason, "changed its input %s", roles[i]);
         return 0;
+    }
+    for (size_t i = 0; i < r->nbufs; i++) {
+        const at_op_buffer *b = &r->data.buf[i];
+        if (b->output) at_dtype_to_f32(b->dtype, at_link_out(r->link, i), r->out[i], b->count);
     }
     int ok = 0;
     if (r->p->op->check(r->p->data, &r->data, r->out, &rec->max_rel_error, &ok) != AT_OK || !ok) {
@@ -141,88 +160,62 @@ static int checked_run(at_runner *r, at_bprog *prog, const at_arglist *args, con
                  rec->max_rel_error);
         return 0;
     }
-    int64_t dirty = ws_bytes ? workspace_dirty(ctx, r->ws, ws_bytes) : 0;
-    if (dirty < 0) {
-        launch_failed(ctx, rec, lost);
-        return 0;
-    }
-    if (dirty > 0) { /* the next launch would start from garbage */
+    if (ws_dirty > 0) { /* the next launch would start from garbage */
         rec->status = AT_RS_WRONG_RESULT;
         snprintf(rec->reason, sizeof rec->reason,
                  "left %lld of its %zu workspace bytes nonzero (it must clean up)",
-                 (long long)dirty, ws_bytes);
-        return 0;
-    }
-    if (*ms > AT_TIMEOUT_MS) {
-        rec->status = AT_RS_TIMEOUT;
-        snprintf(rec->reason, sizeof rec->reason, "one run took %.0f ms (limit %.0f ms)", *ms,
-                 AT_TIMEOUT_MS);
+                 (long long)ws_dirty, ws_bytes);
         return 0;
     }
     return 1;
 }
 
-void at_runner_measure(at_runner *r, const at_template *t, const int64_t *cfg, at_bprog *prog,
-                       double best_us, at_result_rec *rec, int *lost)
+at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *cfg, at_bprog *prog,
+                            double best_us, at_result_rec *rec)
 {
     at_context *ctx = r->ctx;
-    const at_space *s = t->space;
-    size_t g[3], l[3], shared = 0, ws_bytes = 0;
-    at_arglist args;
-    void *handles[AT_MAX_BUFFERS];
-    for (size_t i = 0; i < r->nbufs; i++) handles[i] = r->bufs[i].handle;
-    if (at_space_launch(s, cfg, g, l) != AT_OK ||
-        at_space_memory(s, cfg, &shared, &ws_bytes) != AT_OK) {
+    at_run_spec spec;
+    if (make_spec(r, t, cfg, &spec) != AT_OK) {
         rec->status = AT_RS_LAUNCH_ERROR;
         snprintf(rec->reason, sizeof rec->reason, "%s", at_errmsg());
-        return;
+        return AT_OK;
     }
-    if (!at_candidate_fits(ctx, prog, l, rec->reason, sizeof rec->reason)) {
+    if (!at_candidate_fits(ctx, prog, spec.local, rec->reason, sizeof rec->reason)) {
         rec->status = AT_RS_RESOURCE_LIMIT; /* rejected before it reaches the device */
-        return;
+        return AT_OK;
     }
-    if (ws_bytes && at_workspace_ensure(ctx, &r->ws, ws_bytes) != AT_OK) {
-        launch_failed(ctx, rec, lost); /* no room for it, or a fault from before */
-        return;
-    }
-    if (at_args_build(s->args, s->nargs, r->p, handles, ws_bytes ? r->ws.handle : NULL, &args) !=
-        AT_OK) {
+    void *bin = NULL;
+    size_t len = 0;
+    if (ctx->ops->program_binary(prog, &bin, &len) != AT_OK) {
         rec->status = AT_RS_LAUNCH_ERROR;
-        snprintf(rec->reason, sizeof rec->reason, "%s", at_errmsg());
-        return;
+        snprintf(rec->reason, sizeof rec->reason, "no binary to run: %s", at_errmsg());
+        return AT_OK;
     }
-    double ms = 0;
-    if (!checked_run(r, prog, &args, g, l, s->launch_dims, shared, ws_bytes, &ms, rec, lost))
-        return;
-    /* The checked run doubles as the warm-up. */
-    double times[AT_MAX_REPS];
-    int n = 0;
-    double total = 0, min = ms;
-    rec->status = AT_RS_OK;
-    if (best_us > 0 && ms * 1e3 > AT_EARLY_STOP_RATIO * best_us) {
-        times[n++] = ms;
-        rec->early_stop = 1;
+    /* The watchdog: the absolute limit, or once there is a best, a run far slower than it. */
+    double limit =
+        best_us > 0 ? fmin(TIMEOUT_MS, LIMIT_BASE + LIMIT_RATIO * best_us / 1e3) : TIMEOUT_MS;
+    uint32_t reset = 0;
+    for (size_t i = 0; i < r->nbufs; i++) reset |= (uint32_t)r->data.buf[i].output << i;
+    double ms = 0, when = rec->when, compile_ms = rec->compile_ms;
+    int64_t ws_dirty = 0;
+    at_status st =
+        at_link_run(r->link, bin, len, &spec, reset, limit + LIMIT_BASE, &ms, &ws_dirty, rec);
+    free(bin);
+    rec->when = (int64_t)when;
+    rec->compile_ms = compile_ms;
+    if (st != AT_OK || rec->status != AT_RS_OK) return st;
+    if (ms > limit) { /* in this process nothing can stop a run: it is judged afterwards */
+        rec->status = AT_RS_TIMEOUT;
+        snprintf(rec->reason, sizeof rec->reason, "one run took %.0f ms (limit %.0f ms)", ms,
+                 limit);
+        return AT_OK;
     }
-    at_status st = AT_OK;
-    while (!rec->early_stop && n < AT_MAX_REPS &&
-           (n < AT_MIN_REPS || total < AT_MIN_TIME_S * 1e3)) {
-        /* Operands larger than the cache would otherwise be timed warm after the first run. */
-        if (r->flush.handle) st = ctx->ops->buffer_fill(ctx->dev, r->flush, (unsigned char)n);
-        if (st == AT_OK)
-            st = ctx->ops->launch(ctx->dev, prog, args.a, args.n, g, l, s->launch_dims, shared,
-                                  NULL, &ms);
-        if (st != AT_OK) {
-            launch_failed(ctx, rec, lost);
-            return;
-        }
-        times[n++] = ms;
-        total += ms;
-        if (ms < min) min = ms;
-        if (best_us > 0 && n >= 2 && min * 1e3 > AT_EARLY_STOP_RATIO * best_us) rec->early_stop = 1;
-    }
-    qsort(times, (size_t)n, sizeof times[0], cmp_double);
-    rec->reps = n;
-    rec->median_us = times[n / 2] * 1e3;
-    rec->min_us = times[0] * 1e3;
-    rec->max_us = times[n - 1] * 1e3;
+    if (!verdict(r, ws_dirty, spec.ws_bytes, rec)) return AT_OK;
+    double err = rec->max_rel_error;
+    /* Up to 50 repetitions and a flush each: far more than one run, never unbounded. */
+    st = at_link_time(r->link, ms, best_us, LIMIT_BASE + 100.0 * fmax(ms, 1.0), rec);
+    rec->when = (int64_t)when;
+    rec->compile_ms = compile_ms;
+    rec->max_rel_error = err;
+    return st;
 }

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AT_BATCH_WRITE 8 /* results per write transaction */
-
 /* ---- the loop ------------------------------------------------------------------------------- */
 
 void at_loop_clear(at_loop *l)
@@ -86,11 +84,12 @@ at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opt
         at_result_rec rec = {0};
         at_status ns = e->next(e, l->have_best ? l->best_rec.median_us : 0, &c, &rec);
         queued--;
-        st = account(l, s, c, &rec);
-        if (ns == AT_ERR_DEVICE_LOST) {
-            l->lost = 1;
+        if (ns == AT_ERR_INTERRUPTED) {
+            l->cancelled = 1;
             break;
         }
+        if ((st = ns) != AT_OK) break; /* the run's own failure: a write, the device */
+        st = account(l, s, c, &rec);
         if (opts->progress) {
             double elapsed = at_now() - t0, eta = 0;
             if (opts->max_evals > 0 && l->evaluated < opts->max_evals)
@@ -113,15 +112,11 @@ typedef struct device_eval {
     const char *problem_key;
     const int64_t *configs; /* the enumerated space */
     int force;
+    const volatile int *cancel;
     at_pool *pool;
     at_runner runner;
     at_job **queue; /* submitted, oldest first: a ring of ev.lookahead */
     size_t head, count;
-    /* results waiting for their write transaction */
-    char *keys[AT_BATCH_WRITE];
-    at_result_rec recs[AT_BATCH_WRITE];
-    size_t nbatch;
-    at_status write_error;
     int64_t measured;
     at_bprog *best_prog; /* the best candidate's program: its binary is stored at the end */
     char best_options[4096];
@@ -132,16 +127,6 @@ static char *result_key(device_eval *d, size_t c)
     char config[512];
     at_config_format(d->t->space, d->configs + c * d->t->space->nparams, config, sizeof config);
     return at_db_result_key(d->problem_key, d->ctx->info.key, d->t->hash, config);
-}
-
-static void flush_batch(device_eval *d)
-{
-    if (d->nbatch && d->write_error == AT_OK) {
-        at_status s = at_db_put_results(d->ctx->db, d->nbatch, d->keys, d->recs);
-        if (s != AT_OK) d->write_error = s;
-    }
-    for (size_t i = 0; i < d->nbatch; i++) free(d->keys[i]);
-    d->nbatch = 0;
 }
 
 static int device_submit(at_evaluator *e, size_t c, at_result_rec *rec)
@@ -163,30 +148,33 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
 {
     device_eval *d = (device_eval *)e;
     at_job *j = d->queue[d->head];
-    d->head = (d->head + 1) % d->ev.lookahead;
-    d->count--;
-    at_pool_wait(d->pool, j);
     /* Compiling on the cores that also run the kernel (a CPU device) would skew the timing:
      * the whole batch is compiled before any of it is timed. */
-    for (size_t q = 0; d->ev.batch && q < d->count; q++)
-        at_pool_wait(d->pool, d->queue[(d->head + q) % d->ev.lookahead]);
+    for (size_t q = 0; q < (d->ev.batch ? d->count : 1); q++)
+        if (at_pool_wait(d->pool, d->queue[(d->head + q) % d->ev.lookahead], d->cancel))
+            return at_fail(AT_ERR_INTERRUPTED, "interrupted");
+    d->head = (d->head + 1) % d->ev.lookahead;
+    d->count--;
     *c = j->cfg;
     rec->when = at_unix_time();
     rec->compile_ms = j->compile_ms;
-    int lost = 0;
+    at_status st = AT_OK;
     if (j->status != AT_OK) {
         rec->status = AT_RS_COMPILE_ERROR;
         snprintf(rec->reason, sizeof rec->reason, "%s", j->reason);
     } else {
-        at_runner_measure(&d->runner, d->t, d->configs + j->cfg * d->t->space->nparams, j->prog,
-                          best_us, rec, &lost);
+        st = at_runner_measure(&d->runner, d->t, d->configs + j->cfg * d->t->space->nparams,
+                               j->prog, best_us, rec);
     }
-    d->measured++;
-    d->keys[d->nbatch] = result_key(d, j->cfg);
-    d->recs[d->nbatch] = *rec;
-    if (d->keys[d->nbatch]) d->nbatch++;
-    if (d->nbatch == AT_BATCH_WRITE) flush_batch(d);
-    if (rec->status == AT_RS_OK && (best_us <= 0 || rec->median_us < best_us)) {
+    char *key = st == AT_OK ? result_key(d, j->cfg) : NULL;
+    if (st == AT_OK) {
+        d->measured++;
+        /* Stored at once, so a killed run loses at most the candidate in flight; a write that
+         * fails stops the run with its cause. */
+        st = key ? at_db_put_results(d->ctx->db, 1, &key, rec) : AT_ERR_INVALID_ARG;
+    }
+    free(key);
+    if (st == AT_OK && rec->status == AT_RS_OK && (best_us <= 0 || rec->median_us < best_us)) {
         /* Keep the best program so its binary can be stored without compiling again. */
         d->ctx->ops->program_free(d->best_prog);
         d->best_prog = j->prog;
@@ -195,7 +183,7 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
     }
     d->ctx->ops->program_free(j->prog);
     free(j);
-    return lost ? AT_ERR_DEVICE_LOST : AT_OK;
+    return st;
 }
 
 static void device_close(device_eval *d)
@@ -207,7 +195,6 @@ static void device_close(device_eval *d)
         free(j);
     }
     free(d->queue);
-    flush_batch(d);
     d->ctx->ops->program_free(d->best_prog);
     at_runner_close(&d->runner);
 }
@@ -283,7 +270,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         dev.ev = (at_evaluator){device_submit, device_next, (size_t)nthreads * 2, ctx->info.is_cpu};
         dev.queue = calloc(dev.ev.lookahead, sizeof *dev.queue);
         if (!dev.queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-        if (st == AT_OK) st = at_runner_open(&dev.runner, ctx, p);
+        if (st == AT_OK) st = at_runner_open(&dev.runner, ctx, p, opts->cancel);
         if (st == AT_OK) st = at_pool_start(ctx, t->source, s->kernel, nthreads, &dev.pool);
     }
     at_search_space ss = {n, np, idx, nvalues, valp};
@@ -302,12 +289,9 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     if (st == AT_OK) st = at_tune_loop(search, ev, opts, &loop);
     if (dev.best_prog && loop.have_best)
         at_binary_store(ctx, t->source, dev.best_options, dev.best_prog);
-    if (!opts->replay_db) {
-        device_close(&dev); /* writes what is still waiting */
-        if (st == AT_OK && dev.write_error != AT_OK) st = dev.write_error;
-    }
+    if (!opts->replay_db) device_close(&dev);
 
-    if (st == AT_OK && !loop.have_best && !loop.lost)
+    if (st == AT_OK && !loop.have_best && !loop.cancelled)
         st = at_fail(AT_ERR_NO_VALID_CONFIG,
                      "no candidate of %lld evaluated succeeded (first failure: %s)",
                      (long long)loop.evaluated,
@@ -319,7 +303,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         rep->best_gbytes_per_s = p->op->bytes(p->data) / (loop.best_rec.median_us * 1e3);
         rep->best_max_rel_error = loop.best_rec.max_rel_error;
         snprintf(rep->best_config, sizeof rep->best_config, "%s", best_config);
-        if (!loop.cancelled && !loop.lost && !opts->replay_db) {
+        if (!loop.cancelled && !opts->replay_db) {
             at_best_rec b = {0};
             snprintf(b.config, sizeof b.config, "%s", best_config);
             snprintf(b.template_hash, sizeof b.template_hash, "%s", t->hash);
@@ -347,11 +331,6 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     rep->measured = dev.measured;
     rep->failed = loop.failed;
     rep->seconds = at_now() - t0;
-    if (st == AT_OK && loop.lost)
-        st = at_fail(AT_ERR_DEVICE_LOST,
-                     "a candidate crashed the device context after %lld candidates; "
-                     "measurements are saved and a run on a new context resumes",
-                     (long long)loop.evaluated);
     if (st == AT_OK && loop.cancelled)
         st = at_fail(AT_ERR_INTERRUPTED,
                      "interrupted after %lld candidates; measurements are saved "

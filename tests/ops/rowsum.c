@@ -87,15 +87,25 @@ static void data_free(at_op_data *d)
     memset(d, 0, sizeof *d);
 }
 
+/* X (rows x ld) and Y (rows, the output). */
+static at_status layout(const void *v, at_op_buffer *out)
+{
+    const rowsum_problem *p = v;
+    out[0] = (at_op_buffer){AT_DTYPE_F32, (size_t)(p->rows * ld_of(p)), NULL, 0};
+    out[1] = (at_op_buffer){AT_DTYPE_F32, (size_t)p->rows, NULL, 1};
+    return AT_OK;
+}
+
 static at_status data_make(const void *v, at_op_data *d)
 {
     const rowsum_problem *p = v;
-    const size_t nx = (size_t)(p->rows * ld_of(p)), ny = (size_t)p->rows;
     memset(d, 0, sizeof *d);
+    layout(v, d->buf);
+    const size_t nx = d->buf[0].count, ny = d->buf[1].count;
     ref *r = calloc(1, sizeof *r);
     d->self = r;
-    d->buf[0] = (at_op_buffer){AT_DTYPE_F32, nx, malloc(nx * sizeof(float)), 0};
-    d->buf[1] = (at_op_buffer){AT_DTYPE_F32, ny, malloc(ny * sizeof(float)), 1};
+    d->buf[0].init = malloc(nx * sizeof(float));
+    d->buf[1].init = malloc(ny * sizeof(float));
     if (r) {
         r->sum = malloc(ny * sizeof *r->sum);
         r->bound = malloc(ny * sizeof *r->bound);
@@ -194,6 +204,7 @@ const at_op rowsum_op = {
     .distance = distance,
     .bind = bind,
     .scalar = scalar,
+    .layout = layout,
     .data_make = data_make,
     .check = check,
     .data_free = data_free,

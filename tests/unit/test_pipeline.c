@@ -128,6 +128,14 @@ static void f_buf_free(at_bdev *d, at_bbuf b)
     (void)d;
     free(b.handle);
 }
+/* The middle of a buffer, for guard zones (freed with the buffer). */
+static at_status f_view(at_bdev *d, at_bbuf b, size_t off, size_t bytes, at_bbuf *out)
+{
+    (void)d;
+    out->handle = (char *)b.handle + off;
+    out->bytes = bytes;
+    return off + bytes <= b.bytes ? AT_OK : at_fail(AT_ERR_INVALID_ARG, "view out of range");
+}
 static at_status f_fill(at_bdev *d, at_bbuf b, unsigned char v)
 {
     (void)d;
@@ -276,6 +284,7 @@ static const at_backend_ops fake = {
     .buffer_write = f_write,
     .buffer_read = f_read,
     .buffer_free = f_buf_free,
+    .buffer_view = f_view,
     .buffer_fill = f_fill,
     .launch = f_launch,
     .check = f_check,

@@ -508,6 +508,17 @@ at_status at_gpu_buffer_read(at_bdev *d, at_bbuf b, size_t off, void *dst, size_
     return r == 0 ? AT_OK : api_fail(g->api, AT_ERR_LAUNCH, g->api->call.copy_out, "", r);
 }
 
+at_status at_gpu_buffer_view(at_bdev *d, at_bbuf b, size_t off, size_t bytes, at_bbuf *out)
+{
+    (void)d;
+    out->handle = NULL;
+    out->bytes = 0;
+    AT_TRY(at_bbuf_check(b, off, bytes, "buffer_view"));
+    out->handle = (char *)b.handle + off;
+    out->bytes = bytes;
+    return AT_OK;
+}
+
 void at_gpu_buffer_free(at_bdev *d, at_bbuf b)
 {
     if (!b.handle || at_gpu_need_device(d, "buffer_free") != AT_OK) return;

@@ -247,6 +247,8 @@ void at_gpu_program_free(at_bprog *p);
 at_status at_gpu_buffer_alloc(at_bdev *d, size_t bytes, at_bbuf *out);
 at_status at_gpu_buffer_write(at_bdev *d, at_bbuf b, size_t off, const void *src, size_t bytes);
 at_status at_gpu_buffer_read(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t bytes);
+/* A view is the device address plus the offset: nothing to create or free. */
+at_status at_gpu_buffer_view(at_bdev *d, at_bbuf b, size_t off, size_t bytes, at_bbuf *out);
 void at_gpu_buffer_free(at_bdev *d, at_bbuf b);
 at_status at_gpu_buffer_fill(at_bdev *d, at_bbuf b, unsigned char value);
 /* The event-timed launch: with ms, records the start event, launches, records the end event,
@@ -265,8 +267,8 @@ const char *at_gpu_compiler_version(at_bdev *d); /* the rtc's version */
     .load_binary = at_gpu_load_binary, .program_free = at_gpu_program_free,                        \
     .buffer_alloc = at_gpu_buffer_alloc, .buffer_write = at_gpu_buffer_write,                      \
     .buffer_read = at_gpu_buffer_read, .buffer_free = at_gpu_buffer_free,                          \
-    .buffer_fill = at_gpu_buffer_fill, .launch = at_gpu_launch, .check = at_gpu_check,             \
-    .finish = at_gpu_finish, .native_queue = at_gpu_native_queue,                                  \
+    .buffer_view = at_gpu_buffer_view, .buffer_fill = at_gpu_buffer_fill, .launch = at_gpu_launch, \
+    .check = at_gpu_check, .finish = at_gpu_finish, .native_queue = at_gpu_native_queue,           \
     .compiler_version = at_gpu_compiler_version
 
 #endif

@@ -38,6 +38,7 @@
     X(clReleaseKernel)                                                                             \
     X(clSetKernelArg)                                                                              \
     X(clCreateBuffer)                                                                              \
+    X(clCreateSubBuffer)                                                                           \
     X(clReleaseMemObject)                                                                          \
     X(clEnqueueWriteBuffer)                                                                        \
     X(clEnqueueReadBuffer)                                                                         \
@@ -577,6 +578,23 @@ static void ocl_buffer_free(at_bdev *d, at_bbuf b)
     if (b.handle) cl.clReleaseMemObject((cl_mem)b.handle);
 }
 
+static at_status ocl_buffer_view(at_bdev *d, at_bbuf b, size_t off, size_t bytes, at_bbuf *out)
+{
+    (void)d;
+    out->handle = NULL;
+    out->bytes = 0;
+    AT_TRY(at_bbuf_check(b, off, bytes, "buffer_view"));
+    if (bytes == 0) return at_fail(AT_ERR_INVALID_ARG, "buffer_view: zero bytes");
+    cl_buffer_region region = {off, bytes};
+    cl_int err = CL_SUCCESS;
+    cl_mem m = cl.clCreateSubBuffer((cl_mem)b.handle, CL_MEM_READ_WRITE,
+                                    CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+    if (!m || err != CL_SUCCESS) return ocl_fail(AT_ERR_LAUNCH, "clCreateSubBuffer", err);
+    out->handle = m;
+    out->bytes = bytes;
+    return AT_OK;
+}
+
 /* ---- launch ------------------------------------------------------------------------------- */
 
 static at_status ocl_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
@@ -694,6 +712,8 @@ const at_backend_ops at_opencl_backend = {
     .buffer_write = ocl_buffer_write,
     .buffer_read = ocl_buffer_read,
     .buffer_free = ocl_buffer_free,
+    .buffer_view = ocl_buffer_view,
+    .view_free = ocl_buffer_free,
     .buffer_fill = ocl_buffer_fill,
     .resources = ocl_resources,
     .launch = ocl_launch,

@@ -271,20 +271,29 @@ static void op_data_free(at_op_data *d)
     memset(d, 0, sizeof *d);
 }
 
+/* A (op(A) m x k), B (op(B) k x n) and C (m x n, the output), with their leading dimensions. */
+static at_status op_layout(const void *p, at_op_buffer *out)
+{
+    const at_gemm_problem *q = p;
+    int64_t lda, ldb, ldc;
+    resolve_ld(q, &lda, &ldb, &ldc);
+    out[0] = (at_op_buffer){q->dtype, (size_t)((trans_a(q) ? q->k : q->m) * lda), NULL, 0};
+    out[1] = (at_op_buffer){q->dtype, (size_t)((trans_b(q) ? q->n : q->k) * ldb), NULL, 0};
+    out[2] = (at_op_buffer){q->dtype, (size_t)(q->m * ldc), NULL, 1};
+    return AT_OK;
+}
+
 static at_status op_data_make(const void *p, at_op_data *d)
 {
     const at_gemm_problem *q = p;
     int64_t lda, ldb, ldc;
     resolve_ld(q, &lda, &ldb, &ldc);
-    const size_t na = (size_t)((trans_a(q) ? q->k : q->m) * lda);
-    const size_t nb = (size_t)((trans_b(q) ? q->n : q->k) * ldb);
-    const size_t nc = (size_t)(q->m * ldc);
     memset(d, 0, sizeof *d);
+    op_layout(p, d->buf);
+    const size_t na = d->buf[0].count, nb = d->buf[1].count, nc = d->buf[2].count;
     gemm_check *c = calloc(1, sizeof *c);
     d->self = c;
-    d->buf[0] = (at_op_buffer){q->dtype, na, malloc(na * sizeof(float)), 0};
-    d->buf[1] = (at_op_buffer){q->dtype, nb, malloc(nb * sizeof(float)), 0};
-    d->buf[2] = (at_op_buffer){q->dtype, nc, malloc(nc * sizeof(float)), 1};
+    for (int i = 0; i < 3; i++) d->buf[i].init = malloc(d->buf[i].count * sizeof(float));
     /* Above ~1e9 multiply-adds the CPU reference checks a spread of rows, always including
      * the first and the last (where edge tiles are). */
     double work = (double)q->m * (double)q->n * (double)q->k;
@@ -407,9 +416,10 @@ static const char *const g_roles[] = {"A", "B", "C", NULL};
 
 const at_op at_op_gemm = {
     .name = "gemm",
-    .help = "Tunes C = A*B (C = alpha*op(A)*op(B) + beta*C in the library; row-major; f32 on\n"
-            "every backend, f16/bf16 on CUDA and HIP with f32 accumulation) for one problem on one\n"
-            "device.",
+    .help =
+        "Tunes C = A*B (C = alpha*op(A)*op(B) + beta*C in the library; row-major; f32 on\n"
+        "every backend, f16/bf16 on CUDA and HIP with f32 accumulation) for one problem on one\n"
+        "device.",
     .size = sizeof(at_gemm_problem),
     .fields = g_fields,
     .nfields = sizeof g_fields / sizeof g_fields[0],
@@ -420,6 +430,7 @@ const at_op at_op_gemm = {
     .dtype = op_dtype,
     .bind = op_bind,
     .scalar = op_scalar,
+    .layout = op_layout,
     .data_make = op_data_make,
     .check = op_check,
     .data_free = op_data_free,
