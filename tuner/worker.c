@@ -587,6 +587,7 @@ static at_status device_lost(at_link *l)
         return AT_OK;
     }
     at_context *ctx = l->ctx;
+    dev_release(&l->local); /* what it can still free */
     ctx->ops->close(ctx->dev);
     ctx->dev = NULL;
     memset(&l->local, 0, sizeof l->local);

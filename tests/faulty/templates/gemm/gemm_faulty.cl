@@ -1,7 +1,7 @@
 /* gemm_faulty.cl — one C element per work-item, correct when FAULT is 0 and wrong in a
  * different way for every other value (gemm_faulty.yaml lists them). */
 
-#define FAR ((long)1 << 34) /* 64 GiB past a buffer: unmapped */
+#define FAR ((long)1 << 44) /* 64 TiB past a buffer: outside the address space */
 
 KERNEL void gemm_faulty(const int M, const int N, const int K, const float alpha,
                         const float beta, GLOBAL float *A, const int lda, GLOBAL float *B,
