@@ -179,6 +179,23 @@ static at_status read_maybe_gz(const char *path, int fd, char **out, size_t *out
     return AT_OK;
 }
 
+/* An upper bound of the JSON values in text: commas and openings outside strings. cJSON
+ * allocates an item for each however short its text ("[0,0,..." is 2 bytes of text and some 80
+ * of tree per value), so the text's size alone does not bound the tree's. */
+static size_t json_values(const char *t)
+{
+    size_t n = 1;
+    for (int in_str = 0; *t; t++) {
+        if (in_str && *t == '\\' && t[1])
+            t++;
+        else if (*t == '"')
+            in_str = !in_str;
+        else if (!in_str)
+            n += *t == ',' || *t == '[' || *t == '{';
+    }
+    return n;
+}
+
 static int json_number_of(const cJSON *v, double *out)
 {
     if (cJSON_IsNumber(v)) {
@@ -594,6 +611,11 @@ at_status at_recording_load(const char *path, const char *select, at_recording *
         st = read_maybe_gz(path, fd, &text, &len);
         const char *p = text;
         while (st == AT_OK && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+        if (st == AT_OK && *p == '{' && json_values(p) > AT_RECORDING_MAX_VALUES)
+            st = at_fail(AT_ERR_INVALID_ARG,
+                         "%s holds more than %d million JSON values: larger than a recorded "
+                         "space may be",
+                         path, (int)(AT_RECORDING_MAX_VALUES / 1000000));
         if (st == AT_OK && *p != '{')
             st = at_fail(AT_ERR_INVALID_ARG,
                          "%s is neither Kernel Tuner cache JSON (plain or gzip'd) nor an autotune "
