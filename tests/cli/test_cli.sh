@@ -558,6 +558,8 @@ reject 2 "option '--json' is given twice" -- devices --json --json
 reject 2 "unexpected argument 'x'" -- devices x
 reject 2 "unknown option '--backend'" -- devices --backend opencl
 reject 2 "unknown command ''" -- ''
+AUTOTUNE_BACKEND=metal reject 2 "unknown backend 'metal' \(AUTOTUNE_BACKEND or --backend" -- gemm --m 8 --n 8 --db "$t"
+AUTOTUNE_BACKEND=' opencl' reject 2 "unknown backend ' opencl'" -- space gemm --db "$t"
 reject 2 "unknown command '-x'" -- -x
 reject 2 "unknown command 'GEMM'" -- GEMM --m 8 --n 8
 [ "$signalled" -eq 0 ] && ok "none of $rejected bad inputs ended with a signal" ||

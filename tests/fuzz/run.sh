@@ -11,9 +11,12 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
   exit 77
 fi
 mkdir -p "$work/corpus"
+dict=$(dirname "$0")/$(basename "$seeds").dict # the language's tokens, when there is a list
+args=()
+[ -f "$dict" ] && args=(-dict="$dict")
 # -rss_limit_mb: a loader that takes more than 2 GB on a small input is a finding too.
 "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$work/" "$work/corpus" "$seeds" >"$work/log" 2>&1
+  -artifact_prefix="$work/" "${args[@]}" "$work/corpus" "$seeds" >"$work/log" 2>&1
 rc=$?
 grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|ERROR|SUMMARY|runtime error|Test unit written" "$work/log"
 grep -E "stat::number_of_executed_units" "$work/log" | sed 's/.*: */executions: /'

@@ -46,8 +46,8 @@ static int fail(at_status s, const char *detail)
 /* ---- options ------------------------------------------------------------------------------
  * One parser for every command: each option's value is checked as its kind says when it is
  * read, with one message per kind naming the option and the value. Numbers are strict: decimal
- * digits only (a '-' first where negatives can be in range), no spaces, '+', hex, fraction or
- * exponent where an integer is wanted. */
+ * digits only (a '-' first for a negative), no spaces, '+', hex, fraction or exponent where an
+ * integer is wanted. */
 
 #define MAX_FIELDS 24
 
@@ -276,7 +276,7 @@ static int set_opt(const opt_spec *sp, const char *val, opts *o)
 static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, char **positional,
                       int maxpos, int *npos)
 {
-    uint64_t seen = 0; /* bit i: specs[i] was given */
+    uint64_t seen = 0; /* bit i: specs[i] was given (a command has fewer than 64 options) */
     *npos = 0;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
