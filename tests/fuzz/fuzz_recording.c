@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static char g_dir[64], g_path[96];
+static char g_dir[4096], g_path[4200];
 
 static void cleanup(void)
 {
@@ -21,7 +21,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    snprintf(g_dir, sizeof g_dir, "/tmp/at-fuzz-XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/at-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(g_dir)) abort();
     snprintf(g_path, sizeof g_path, "%s/input", g_dir);
     atexit(cleanup);
