@@ -304,6 +304,8 @@ for s in model random annealing genetic; do
   [ "$(sed 's/"seconds":[0-9.]*//' <<<"$a")" = "$(sed 's/"seconds":[0-9.]*//' <<<"$b")" ] &&
     grep -q '"evaluated":5' <<<"$a" && ok "replay $s: whole space, same per seed" || bad "replay $s: $a / $b"
 done
+printf '{"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, "cache": {"1": {"a": 1, "time": "RuntimeFailedConfig"}}}' >"$work/failed.json"
+expect 0 "optimum +none \(every recorded configuration failed\)" -- replay "$work/failed.json"
 # A real GPU recording (CI has ../shared beside the repository; AUTOTUNE_SPACES overrides).
 real="${AUTOTUNE_SPACES:-$here/../../../shared/spaces}/convolution-A100.json.gz"
 if [ -f "$real" ]; then

@@ -836,7 +836,10 @@ static int cmd_replay(int argc, char **argv)
                r.device[0] ? ", " : "", r.device, r.kernel, strategy, o.seed ? o.seed : 1);
         printf("  space       %" PRId64 " configurations (%" PRId64 " failed when recorded)\n",
                r.space, r.space_failed);
-        printf("  optimum     %.6g %s  %s\n", r.optimum, r.objective, r.optimum_config);
+        if (r.space_failed < r.space)
+            printf("  optimum     %.6g %s  %s\n", r.optimum, r.objective, r.optimum_config);
+        else
+            printf("  optimum     none (every recorded configuration failed)\n");
         if (r.found)
             printf("  best found  %.6g %s  %s  (%.2f%% of the optimum's %s)\n", r.best, r.objective,
                    r.best_config, 100.0 * r.best / r.optimum, r.objective);
