@@ -6,11 +6,14 @@
 #include "db.h"
 
 #include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define MAX_VALUES 65535 /* value indices are uint16_t */
@@ -119,12 +122,17 @@ static void set_outcome(at_recording *r, size_t i, double value, double eval_s, 
 
 /* ---- Kernel Tuner cache JSON --------------------------------------------------------------- */
 
-/* Reads a whole file, gunzipping it when it is gzip'd (zlib reads plain files unchanged). */
-static at_status read_maybe_gz(const char *path, char **out, size_t *outlen)
+/* Reads a whole open file (fd, which it closes), gunzipping it when it is gzip'd (zlib reads
+ * plain files unchanged), up to AT_RECORDING_MAX_BYTES of text: a small gzip file can expand to
+ * gigabytes. */
+static at_status read_maybe_gz(const char *path, int fd, char **out, size_t *outlen)
 {
     *out = NULL;
-    gzFile f = gzopen(path, "rb");
-    if (!f) return at_fail(AT_ERR_IO, "cannot open %s", path);
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return oom();
+    }
     size_t cap = 1 << 20, len = 0;
     char *buf = malloc(cap);
     at_status st = AT_OK;
@@ -133,14 +141,16 @@ static at_status read_maybe_gz(const char *path, char **out, size_t *outlen)
             st = oom();
             break;
         }
-        if (cap - len < (1 << 16)) {
-            char *nb = realloc(buf, cap * 2);
+        /* Room for one byte past the cap, to see that there is more. */
+        if (cap - len < (1 << 16) && cap < AT_RECORDING_MAX_BYTES + 2) {
+            size_t nc = cap * 2 < AT_RECORDING_MAX_BYTES + 2 ? cap * 2 : AT_RECORDING_MAX_BYTES + 2;
+            char *nb = realloc(buf, nc);
             if (!nb) {
                 st = oom();
                 break;
             }
             buf = nb;
-            cap *= 2;
+            cap = nc;
         }
         int n = gzread(f, buf + len, (unsigned)(cap - len - 1));
         if (n < 0) {
@@ -150,6 +160,13 @@ static at_status read_maybe_gz(const char *path, char **out, size_t *outlen)
         }
         if (n == 0) break;
         len += (size_t)n;
+        if (len > AT_RECORDING_MAX_BYTES) {
+            st = at_fail(AT_ERR_INVALID_ARG,
+                         "%s holds more than %d MiB of text (decompressed): larger than a "
+                         "recorded space may be",
+                         path, (int)(AT_RECORDING_MAX_BYTES >> 20));
+            break;
+        }
     }
     gzclose(f);
     if (st != AT_OK) {
@@ -160,6 +177,23 @@ static at_status read_maybe_gz(const char *path, char **out, size_t *outlen)
     *out = buf;
     *outlen = len;
     return AT_OK;
+}
+
+/* An upper bound of the JSON values in text: commas and openings outside strings. cJSON
+ * allocates an item for each however short its text ("[0,0,..." is 2 bytes of text and some 80
+ * of tree per value), so the text's size alone does not bound the tree's. */
+static size_t json_values(const char *t)
+{
+    size_t n = 1;
+    for (int in_str = 0; *t; t++) {
+        if (in_str && *t == '\\' && t[1])
+            t++;
+        else if (*t == '"')
+            in_str = !in_str;
+        else if (!in_str)
+            n += *t == ',' || *t == '[' || *t == '{';
+    }
+    return n;
 }
 
 static int json_number_of(const cJSON *v, double *out)
@@ -504,29 +538,64 @@ at_status at_recording_from_db(at_db *db, const char *select, at_recording **out
 /* ---- loading by content ---------------------------------------------------------------- */
 
 /* LMDB's meta page carries its magic 0xBEEFC0DE after the 16-byte page header. */
-static int is_lmdb_file(const char *path)
+static int is_lmdb_file(int fd)
 {
     unsigned char head[20];
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
-    if (f) fclose(f);
-    return n == sizeof head && head[16] == 0xde && head[17] == 0xc0 && head[18] == 0xef &&
-           head[19] == 0xbe;
+    return pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head && head[16] == 0xde &&
+           head[17] == 0xc0 && head[18] == 0xef && head[19] == 0xbe;
+}
+
+/* Opens path for reading without blocking (a FIFO has no writer), refusing anything but a
+ * regular file or a directory before reading a byte. */
+static at_status open_input(const char *path, int *fd, int *is_dir)
+{
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0)
+        return at_fail(AT_ERR_IO, "cannot open %s: %s", path,
+                       errno == ENOENT ? "no such file" : strerror(errno));
+    struct stat sb;
+    const char *kind = NULL;
+    if (fstat(*fd, &sb) != 0)
+        kind = "a file that cannot be examined";
+    else if (S_ISFIFO(sb.st_mode))
+        kind = "a FIFO";
+    else if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode))
+        kind = "a device";
+    else if (S_ISSOCK(sb.st_mode))
+        kind = "a socket";
+    else if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        kind = "not a regular file";
+    if (kind) {
+        close(*fd);
+        *fd = -1;
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "%s is %s: a recorded space is a regular file or a database directory", path,
+                       kind);
+    }
+    *is_dir = S_ISDIR(sb.st_mode);
+    /* Reads block again: a regular file never waits anyway. */
+    fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+    return AT_OK;
 }
 
 at_status at_recording_load(const char *path, const char *select, at_recording **out)
 {
     *out = NULL;
-    struct stat sb;
-    if (stat(path, &sb) != 0) return at_fail(AT_ERR_IO, "cannot open %s: no such file", path);
+    int fd = -1, is_dir = 0;
+    AT_TRY(open_input(path, &fd, &is_dir));
     at_recording *r = calloc(1, sizeof *r);
-    if (!r) return oom();
+    if (!r) {
+        close(fd);
+        return oom();
+    }
     at_status st;
     char dir[4096];
     size_t plen = strlen(path);
-    if (S_ISDIR(sb.st_mode)) {
+    if (is_dir) {
+        close(fd);
         st = load_db(path, select, r);
-    } else if (is_lmdb_file(path)) {
+    } else if (is_lmdb_file(fd)) {
+        close(fd);
         /* Our database is a directory; its data file names it too. */
         int named = plen >= 8 && strcmp(path + plen - 8, "data.mdb") == 0 &&
                     (plen == 8 || path[plen - 9] == '/');
@@ -539,9 +608,14 @@ at_status at_recording_load(const char *path, const char *select, at_recording *
     } else {
         char *text = NULL;
         size_t len = 0;
-        st = read_maybe_gz(path, &text, &len);
+        st = read_maybe_gz(path, fd, &text, &len);
         const char *p = text;
         while (st == AT_OK && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+        if (st == AT_OK && *p == '{' && json_values(p) > AT_RECORDING_MAX_VALUES)
+            st = at_fail(AT_ERR_INVALID_ARG,
+                         "%s holds more than %d million JSON values: larger than a recorded "
+                         "space may be",
+                         path, (int)(AT_RECORDING_MAX_VALUES / 1000000));
         if (st == AT_OK && *p != '{')
             st = at_fail(AT_ERR_INVALID_ARG,
                          "%s is neither Kernel Tuner cache JSON (plain or gzip'd) nor an autotune "

@@ -32,8 +32,19 @@ typedef struct at_recording {
     size_t optimum; /* index of the best configuration */
 } at_recording;
 
+/* The most text a Kernel Tuner file may hold, decompressed (256 MiB): the largest recorded
+ * spaces we know are tens of MB, and a few MB of gzip can expand to gigabytes. */
+#define AT_RECORDING_MAX_BYTES ((size_t)256 << 20)
+/* The most JSON values (numbers, strings, lists, objects) it may hold: 16 million, 13 times the
+ * largest recording we know (CLBlast GEMM, 1.3 million in 16 MB); cJSON's tree takes some 80
+ * bytes per value, so 256 MiB of "[0,0,0,..." would otherwise take 10 GB. */
+#define AT_RECORDING_MAX_VALUES ((size_t)16000000)
+
 /* Loads a recorded space; the format is chosen by content: gzip (Kernel Tuner JSON inside),
- * JSON, or an LMDB results database (a directory holding data.mdb, or the file itself). For a
+ * JSON, or an LMDB results database (a directory holding data.mdb, or the file itself). Path
+ * must be a regular file or a directory: a FIFO, device or socket is refused before it is read
+ * (AT_ERR_INVALID_ARG), as is a file holding more than AT_RECORDING_MAX_BYTES of text or
+ * AT_RECORDING_MAX_VALUES JSON values. For a
  * database, select is a prefix of "problem|device|template hash" picking one recorded space
  * (NULL or "": the database must hold exactly one). AT_ERR_IO (unreadable), AT_ERR_INVALID_ARG
  * (malformed file, nothing or more than one space selected, with the choices named),

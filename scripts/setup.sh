@@ -10,7 +10,8 @@ if [ -z "${AT_SKIP_APT:-}" ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config liblmdb-dev lmdb-utils libyaml-dev ocl-icd-opencl-dev \
     opencl-headers pocl-opencl-icd clinfo libcmocka-dev libcjson-dev zlib1g-dev libmsgpack-dev \
-    libamdhip64-dev libhiprtc-builtins5 libamd-comgr2 rocm-device-libs >/dev/null
+    libamdhip64-dev libhiprtc-builtins5 libamd-comgr2 rocm-device-libs clang libclang-rt-14-dev \
+    >/dev/null
 fi
 # shellcheck disable=SC2086
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null

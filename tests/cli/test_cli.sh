@@ -304,6 +304,8 @@ for s in model random annealing genetic; do
   [ "$(sed 's/"seconds":[0-9.]*//' <<<"$a")" = "$(sed 's/"seconds":[0-9.]*//' <<<"$b")" ] &&
     grep -q '"evaluated":5' <<<"$a" && ok "replay $s: whole space, same per seed" || bad "replay $s: $a / $b"
 done
+printf '{"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, "cache": {"1": {"a": 1, "time": "RuntimeFailedConfig"}}}' >"$work/failed.json"
+expect 0 "optimum +none \(every recorded configuration failed\)" -- replay "$work/failed.json"
 # A real GPU recording (CI has ../shared beside the repository; AUTOTUNE_SPACES overrides).
 real="${AUTOTUNE_SPACES:-$here/../../../shared/spaces}/convolution-A100.json.gz"
 if [ -f "$real" ]; then
@@ -359,5 +361,210 @@ expect 2 "several template versions .*--template HASH" -- db export --kernel-tun
 h=$("$AT" db list --table results --prefix "gemm/f32/nn/45x39x17|" --db "$db3" | grep "BM=16,BN=16," | head -1 | cut -d'|' -f3)
 expect 0 "^$" -- db export --kernel-tuner --problem gemm/f32/nn/45x39x17 --template "$h" --db "$db3" --output "$work/kt-export2.json"
 cmp -s "$kt" "$work/kt-export2.json" && ok "--template picks the recorded space" || bad "--template export differs"
+
+# ---- every option of every command: bad values are refused, none ends with a signal -----------
+# Exit 2 with a message naming the argument; 1 where the input is fine and the run fails (a
+# database that cannot be opened or a file that cannot be written). Strict numbers: decimal
+# digits only, no spaces, '+', hex, fraction or exponent where an integer is wanted.
+bad_ints=(' 5' '5 ' $'5\t' '+5' 0x2 1e3 1.5 '' abc 5abc - '1 2' 99999999999999999999 '５')
+bad_seeds=("${bad_ints[@]}" -1 ' -1' -0 18446744073709551616)
+bad_budgets=(0 0s 0.0s -1 -1s 5x 5S 5ms 1e3 1e3s 1.5 ' 5' '5 ' +5 0x2 .5s 5.s s '1,5s' 1.5.5s
+  1000000001 '' inf nan)
+bad_choices=('' ' x' 'x ' NOPE)
+mkfifo "$work/fifo"
+mkdir -p "$work/emptydir"
+t="$work/dbt" # a database holding one tuned problem
+"$AT" gemm --m 5 --n 3 --budget 1 --db "$t" >/dev/null 2>&1
+x=--backend=auto # a valid option that ends a command line where the bad one is not last
+
+for c in gemm space; do
+  s=() # what `space` needs before its options: the operation
+  [ $c = space ] && s=(gemm)
+  for v in "${bad_ints[@]}"; do
+    reject 2 "--m '$(re "$v")' is not an integer from 1 to 2147483647" -- $c "${s[@]}" --n 8 --m="$v"
+    reject 2 "--n '$(re "$v")' is not an integer from 1 to 2147483647" -- $c "${s[@]}" --m 8 --n "$v" $x
+    reject 2 "--k '$(re "$v")' is not an integer from 1 to 2147483647" -- $c "${s[@]}" --m 8 --n 8 --k "$v"
+    reject 2 "--device '$(re "$v")' is not an integer from 0 to 1023" -- $c "${s[@]}" --m 8 --n 8 --device "$v" $x
+  done
+  for v in -1 1024 -0x1; do
+    reject 2 "--device '$(re "$v")' is not an integer from 0 to 1023" -- $c "${s[@]}" --m 8 --n 8 --device "$v"
+  done
+  for v in "${bad_choices[@]}" f64 F32 f32,f16; do
+    reject 2 "unknown dtype '$(re "$v")' \(one of: f32, f16, bf16\)" -- $c "${s[@]}" --m 8 --n 8 --dtype "$v"
+  done
+  for v in "${bad_choices[@]}" NN xy; do
+    reject 2 "unknown layout '$(re "$v")' \(one of: nn, nt, tn, tt\)" -- $c "${s[@]}" --m 8 --n 8 --layout "$v"
+  done
+  for v in "${bad_choices[@]}" metal CUDA; do
+    reject 2 "unknown backend '$(re "$v")' \(one of: auto, cuda, hip, opencl\)" -- $c "${s[@]}" --m 8 --n 8 --backend "$v"
+  done
+  for o in template db; do
+    reject 2 "option '--$o' needs a value" -- $c "${s[@]}" --m 8 --n 8 --$o ''
+    reject 2 "option '--$o' needs a value" -- $c "${s[@]}" --m 8 --n 8 --$o
+    reject 2 "option '--$o' needs a value" -- $c "${s[@]}" --m 8 --n 8 --$o --json
+  done
+  reject 2 "unknown template 'nope' \(gemm templates: " -- $c "${s[@]}" --m 8 --n 8 --template nope --db "$t"
+  reject 1 "database.*$work/file/db" -- $c "${s[@]}" --m 8 --n 8 --db "$work/file/db"
+  reject 1 "database.*$work/fifo" -- $c "${s[@]}" --m 8 --n 8 --db "$work/fifo"
+  reject 1 "database" -- $c "${s[@]}" --m 8 --n 8 --db /proc/autotune-db
+  for o in json alpha beta lda frob; do
+    [ $o = json ] && reject 2 "option '--json' takes no value" -- $c "${s[@]}" --m 8 --n 8 --json=1 && continue
+    reject 2 "unknown option '--$o'" -- $c "${s[@]}" --m 8 --n 8 --$o 1
+  done
+  reject 2 "option '--m' is given twice" -- $c "${s[@]}" --m 8 --n 8 --m 9
+  reject 2 "option '--json' is given twice" -- $c "${s[@]}" --m 8 --n 8 --json --json
+  reject 2 "option '--dtype' is given twice" -- $c "${s[@]}" --m 8 --n 8 --dtype f32 --dtype=f32
+  reject 2 "unexpected argument '-m'" -- $c "${s[@]}" -m 8 --n 8
+  reject 2 "unexpected argument 'extra'" -- $c "${s[@]}" --m 8 --n 8 extra
+done
+
+# gemm: the search, --replay, --force.
+for v in "${bad_seeds[@]}"; do
+  reject 2 "--seed '$(re "$v")' is not an integer from 0 to 18446744073709551615" -- gemm --m 8 --n 8 --seed "$v" $x
+done
+for v in "${bad_ints[@]}" 0 -1; do
+  reject 2 "--no-improve '$(re "$v")' is not an integer from 1 to 9223372036854775807" -- gemm --m 8 --n 8 --no-improve "$v" $x
+done
+for v in "${bad_budgets[@]}"; do
+  reject 2 "--budget '$(re "$v")' is not a count of evaluations \(N >= 1\) or of seconds" -- gemm --m 8 --n 8 --budget "$v" $x
+done
+for v in "${bad_choices[@]}" magic MODEL; do
+  reject 2 "unknown strategy '$(re "$v")' \(one of: model, random" -- gemm --m 8 --n 8 --strategy "$v"
+done
+for o in seed budget no-improve strategy replay; do
+  reject 2 "option '--$o' needs a value" -- gemm --m 8 --n 8 --$o
+done
+reject 2 "option '--replay' needs a value" -- gemm --m 8 --n 8 --replay ''
+reject 2 "--replay $work/nope: no such database" -- gemm --m 8 --n 8 --replay "$work/nope" --db "$t"
+reject 2 "--replay $work/fifo: no such database" -- gemm --m 8 --n 8 --replay "$work/fifo" --db "$t"
+reject 2 "--replay $work/file: no such database" -- gemm --m 8 --n 8 --replay "$work/file" --db "$t"
+reject 1 "no database at $work/emptydir" -- gemm --m 8 --n 8 --replay "$work/emptydir" --db "$t"
+reject 2 "option '--force' takes no value" -- gemm --m 8 --n 8 --force=1
+reject 2 "option '--force' takes no value" -- gemm --m 8 --n 8 --force=
+reject 2 "gemm needs --m" -- gemm --n 8
+reject 2 "unknown option '--arch'" -- gemm --m 8 --n 8 --arch sm_80
+
+# space: --arch, --compile, --limit, --seed, --list.
+for v in "${bad_ints[@]}" 0 -1; do
+  reject 2 "--limit '$(re "$v")' is not an integer from 1 to 9223372036854775807" -- space gemm --limit "$v" $x
+done
+for v in "${bad_seeds[@]}"; do
+  reject 2 "--seed '$(re "$v")' is not an integer from 0 to 18446744073709551615" -- space gemm --seed "$v" $x
+done
+reject 2 "option '--arch' needs a value" -- space gemm --arch '' --compile
+reject 2 "option '--arch' needs a value" -- space gemm --compile --arch
+reject 2 "unknown CUDA target 'sm_7'|backend" -- space gemm --arch sm_7 --compile
+reject 2 "unknown HIP target 'gfx'" -- space gemm --arch gfx --compile
+for o in compile list json; do
+  reject 2 "option '--$o' takes no value" -- space gemm --$o=yes
+done
+for o in budget strategy no-improve replay select; do
+  reject 2 "unknown option '--$o'" -- space gemm --$o 1
+done
+reject 2 "space needs an operation" -- space
+reject 2 "unknown option '--m'" -- space --m 8
+reject 2 "unknown template '' \(one of: gemm\)" -- space ''
+reject 2 "unexpected argument 'gemm'" -- space gemm gemm
+
+# replay: the search options, --select, the file.
+printf '{"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, "cache": {"1": {"a": 1, "time": 1.0}}}' >"$work/kt1.json"
+k="$work/kt1.json"
+for v in "${bad_seeds[@]}"; do
+  reject 2 "--seed '$(re "$v")' is not an integer from 0 to 18446744073709551615" -- replay "$k" --seed "$v" $x
+done
+for v in "${bad_ints[@]}" 0 -1; do
+  reject 2 "--no-improve '$(re "$v")' is not an integer from 1 to 9223372036854775807" -- replay "$k" --no-improve "$v"
+done
+for v in "${bad_budgets[@]}"; do
+  reject 2 "--budget '$(re "$v")' is not a count of evaluations" -- replay "$k" --budget "$v"
+done
+for v in "${bad_choices[@]}" magic; do
+  reject 2 "unknown strategy '$(re "$v")'" -- replay "$k" --strategy "$v"
+done
+reject 2 "option '--select' needs a value" -- replay "$t" --select ''
+reject 2 "option '--select' needs a value" -- replay "$t" --select
+reject 2 "the database $t has no results starting with 'nope'" -- replay "$t" --select nope
+reject 2 "option '--json' takes no value" -- replay "$k" --json=true
+reject 2 "unexpected argument '$k'" -- replay "$k" "$k"
+for o in backend device db m arch; do
+  reject 2 "unknown option '--$o'" -- replay "$k" --$o 1
+done
+# Files that are not recorded spaces: refused before they are read, never waited on.
+reject 2 "$work/fifo is a FIFO" -- replay "$work/fifo"
+reject 2 "/dev/null is a device" -- replay /dev/null
+reject 2 "/dev/zero is a device" -- replay /dev/zero
+reject 2 "no database at $work/emptydir" -- replay "$work/emptydir"
+reject 2 "cannot open $work/nope: no such file" -- replay "$work/nope"
+head -c 270000000 /dev/zero | gzip -1 >"$work/huge.json.gz" # 1 MB expanding to 270 MB
+reject 2 "$work/huge.json.gz holds more than 256 MiB of text \(decompressed\)" -- replay "$work/huge.json.gz"
+python3 -c "import sys; sys.stdout.write('{\"a\": [' + '0,' * 16000000 + '0]}')" >"$work/many.json"
+reject 2 "$work/many.json holds more than 16 million JSON values" -- replay "$work/many.json"
+rm -f "$work/huge.json.gz" "$work/many.json"
+printf '\037\213\010\000garbage' >"$work/trunc.gz"
+reject 2 "trunc.gz" -- replay "$work/trunc.gz"
+head -c 20 "$work/kt.json.gz" >"$work/short.json.gz"
+reject 2 "short.json.gz" -- replay "$work/short.json.gz"
+python3 -c "print('{\"a\": ' + '[' * 100000)" >"$work/deep.json"
+reject 2 "deep.json: malformed JSON" -- replay "$work/deep.json"
+for body in '"tune_params_keys": [1], "tune_params": {}, "cache": {}' \
+  '"tune_params_keys": ["a"], "tune_params": {"a": [[1]]}, "cache": {}' \
+  '"tune_params_keys": ["a"], "tune_params": {"a": []}, "cache": {}' \
+  '"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"1": 5}' \
+  '"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"1": {"a": 2, "time": 1}}' \
+  '"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"1": {"time": "InvalidConfig"}}' \
+  '"tune_params_keys": "a", "tune_params": {"a": [1]}, "cache": {}'; do
+  printf '{%s}' "$body" >"$work/bad-kt.json"
+  reject 2 "bad-kt.json" -- replay "$work/bad-kt.json"
+done
+
+# db list / show / export.
+reject 2 "usage: autotune db list" -- db
+reject 2 "unknown db command 'frob'" -- db frob
+reject 2 "unknown db command ''" -- db ''
+for v in "${bad_choices[@]}" BEST best,results; do
+  reject 2 "unknown table '$(re "$v")' \(one of: best, results, binaries, meta\)" -- db list --table "$v" --db "$t"
+done
+for o in table prefix db; do
+  [ $o = table ] || reject 2 "option '--$o' needs a value" -- db list --$o ''
+  reject 2 "option '--$o' needs a value" -- db list --$o
+done
+reject 2 "db list takes no argument" -- db list x --db "$t"
+reject 2 "unexpected argument 'y'" -- db list x y --db "$t"
+reject 2 "option '--kernel-tuner' takes no value" -- db list --kernel-tuner=1
+reject 2 "option '--table' is given twice" -- db list --table best --table meta --db "$t"
+reject 2 "unknown option '--json'" -- db list --json
+for d in "$work/fifo" "$work/file" "$work/emptydir" "$work/file/db" /proc/autotune-db; do
+  reject 1 "no database at $d" -- db list --db "$d"
+  reject 1 "no database at $d" -- db show gemm --db "$d"
+  reject 1 "no database at $d" -- db export --kernel-tuner --problem gemm/f32/nn/5x3x5 --db "$d"
+done
+reject 2 "db show needs a key prefix" -- db show --db "$t"
+reject 2 "option '--prefix' needs a value" -- db show --prefix
+p=gemm/f32/nn/5x3x5
+for o in problem device template output; do
+  reject 2 "option '--$o' needs a value" -- db export --kernel-tuner --db "$t" --$o ''
+  reject 2 "option '--$o' needs a value" -- db export --kernel-tuner --db "$t" --$o
+done
+reject 2 "db export takes no argument" -- db export x --kernel-tuner --problem $p --db "$t"
+reject 2 "no results for problem 'gemm'" -- db export --kernel-tuner --problem gemm --db "$t"
+reject 2 "no results .* on device 'nope'" -- db export --kernel-tuner --problem $p --device nope --db "$t"
+reject 2 "no results .*template.*'ffff'" -- db export --kernel-tuner --problem $p --template ffff --db "$t"
+reject 1 "cannot write $work/emptydir: Is a directory" -- db export --kernel-tuner --problem $p --db "$t" --output "$work/emptydir"
+reject 1 "cannot write $work/file/x.json" -- db export --kernel-tuner --problem $p --db "$t" --output "$work/file/x.json"
+reject 1 "cannot write /proc/nope/x.json" -- db export --kernel-tuner --problem $p --db "$t" --output /proc/nope/x.json
+reject 1 "cannot write /dev/full" -- db export --kernel-tuner --problem $p --db "$t" --output /dev/full
+
+# devices, and the command itself.
+reject 2 "option '--json' takes no value" -- devices --json=1
+reject 2 "option '--json' is given twice" -- devices --json --json
+reject 2 "unexpected argument 'x'" -- devices x
+reject 2 "unknown option '--backend'" -- devices --backend opencl
+reject 2 "unknown command ''" -- ''
+AUTOTUNE_BACKEND=metal reject 2 "unknown backend 'metal' \(AUTOTUNE_BACKEND or --backend" -- gemm --m 8 --n 8 --db "$t"
+AUTOTUNE_BACKEND=' opencl' reject 2 "unknown backend ' opencl'" -- space gemm --db "$t"
+reject 2 "unknown command '-x'" -- -x
+reject 2 "unknown command 'GEMM'" -- GEMM --m 8 --n 8
+[ "$signalled" -eq 0 ] && ok "none of $rejected bad inputs ended with a signal" ||
+  bad "$signalled of $rejected bad inputs ended with a signal"
 
 finish

@@ -8,6 +8,7 @@
 
 #include "tuner/space/space.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Slots: a=0 b=1 c=2 BM=3 device.max_work_group_size=4 zero=5 neg=6 big=7 */
@@ -325,6 +326,90 @@ static void test_nested_parens_ok(void **state)
     EXPECT(deep, 7);
 }
 
+/* text made of n copies of unit (with first in front of them), malloc'd. */
+static char *repeat(const char *first, const char *unit, size_t n)
+{
+    size_t lf = strlen(first), lu = strlen(unit);
+    char *t = malloc(lf + lu * n + 1);
+    assert_non_null(t);
+    memcpy(t, first, lf);
+    for (size_t i = 0; i < n; i++) memcpy(t + lf + i * lu, unit, lu);
+    t[lf + lu * n] = '\0';
+    return t;
+}
+
+/* A flat chain of 300k terms parses and evaluates in a loop, without a stack frame per term. */
+static void test_long_chains(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *first, *unit;
+        int64_t want;
+    } chains[] = {
+        {"a", " + a", 7 * 300001LL},
+        {"a", " - b", 7 - 3 * 300000LL},
+        {"1", " * 1", 1},
+        {"a", " && a", 1},
+        {"zero", " || zero", 0},
+        {"a", " | b & a ^ c", -1},
+        {"0", " + a * b - c / 1", 23 * 300000LL},
+    };
+    for (size_t i = 0; i < sizeof chains / sizeof chains[0]; i++) {
+        char *t = repeat(chains[i].first, chains[i].unit, 300000);
+        bool ok = false;
+        at_expr *e = NULL;
+        assert_int_equal(at_expr_parse(t, resolve, NULL, &e), AT_OK);
+        int64_t v = at_expr_eval(e, slots, &ok);
+        assert_true(ok);
+        if (v != chains[i].want)
+            print_error("%s%s...: %lld, want %lld\n", chains[i].first, chains[i].unit, (long long)v,
+                        (long long)chains[i].want);
+        assert_true(v == chains[i].want);
+        at_expr_free(e);
+        free(t);
+    }
+}
+
+/* Nesting is limited, with a message naming the limit: parentheses, unary operators,
+ * conditionals, and operands left pending by rising precedence. */
+static void test_nesting_limits(void **state)
+{
+    (void)state;
+    char *t = repeat("", "-", 300000);
+    t[299999] = 'a';
+    expect_syntax(t, "too deep", "more than 200 nested");
+    free(t);
+    t = repeat("a", " ? a : a", 300000);
+    expect_syntax(t, "too deep", NULL);
+    free(t);
+    /* each level leaves 8 operands pending (|| and && leave none): a || a && a | a ^ ... a * (...)
+     */
+    t = repeat("", "a || a && a | a ^ a & a == a < a << a + a * (", 40);
+    size_t n = strlen(t);
+    t = realloc(t, n + 64);
+    strcpy(t + n, "a");
+    for (int i = 0; i < 40; i++) strcat(t + n, ")");
+    expect_syntax(t, "too deep", "256 pending operands");
+    free(t);
+    EXPECT("a || a && a | a ^ a & a == a < a << a + a * (a || a && a | a ^ a & a == a < a << a + "
+           "a * b)",
+           1);
+}
+
+/* The branches of a folded condition keep working jumps. */
+static void test_folded_conditions(void **state)
+{
+    (void)state;
+    EXPECT("1 ? (a && zero) || b : c", 1);
+    EXPECT("0 ? a : zero || (b ? zero && a : c)", 0);
+    EXPECT("0 ? a : zero || (zero ? zero && a : c)", 1);
+    EXPECT("(1 ? zero : a) ? 1 : (0 ? a : b > 2 ? a || zero : zero)", 1);
+    EXPECT("2 > 1 ? 0 || zero ? a : b : c", 3);
+    EXPECT("1 && 2 ? 3 : 1/0", 3);
+    EXPECT("0 || 0 ? 1/0 : 4", 4);
+    EXPECT_FAIL("1 ? 1/0 : 4");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,7 +418,8 @@ int main(void)
         cmocka_unit_test(test_errors_at_eval),     cmocka_unit_test(test_short_circuit),
         cmocka_unit_test(test_unknown_identifier), cmocka_unit_test(test_resolve_at_parse_time),
         cmocka_unit_test(test_syntax_errors),      cmocka_unit_test(test_dotted_identifiers),
-        cmocka_unit_test(test_nested_parens_ok),
+        cmocka_unit_test(test_nested_parens_ok),   cmocka_unit_test(test_long_chains),
+        cmocka_unit_test(test_nesting_limits),     cmocka_unit_test(test_folded_conditions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,7 +43,11 @@ static int fail(at_status s, const char *detail)
     return s == AT_ERR_INVALID_ARG || s == AT_ERR_UNSUPPORTED ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
-/* ---- options ------------------------------------------------------------------------------ */
+/* ---- options ------------------------------------------------------------------------------
+ * One parser for every command: each option's value is checked as its kind says when it is
+ * read, with one message per kind naming the option and the value. Numbers are strict: decimal
+ * digits only (a '-' first for a negative), no spaces, '+', hex, fraction or exponent where an
+ * integer is wanted. */
 
 #define MAX_FIELDS 24
 
@@ -52,7 +56,7 @@ typedef struct opts {
     const char *backend, *strategy, *db, *table, *prefix, *arch, *select, *replay, *tmpl;
     int64_t limit, no_improve;
     int compile;
-    int device;
+    int64_t device;
     int64_t budget_evals;
     double budget_seconds;
     uint64_t seed;
@@ -62,36 +66,48 @@ typedef struct opts {
 } opts;
 
 typedef enum {
-    OPT_INT,
-    OPT_STR,
-    OPT_FLAG,
-    OPT_BUDGET,
-    OPT_SEED,
-    OPT_DEVICE,
-    OPT_FIELD /* a problem field of the operation: offset is its index */
+    OPT_FLAG,   /* no value; sets an int to 1 */
+    OPT_STR,    /* any text but empty */
+    OPT_INT,    /* a decimal integer from lo to hi, into an int64_t */
+    OPT_SEED,   /* a decimal integer from 0 to UINT64_MAX, into a uint64_t */
+    OPT_BUDGET, /* N evaluations (N >= 1) or Ns / N.Ns seconds, into budget_evals/_seconds */
+    OPT_CHOICE, /* one of names(), kept as text */
+    OPT_FIELD   /* a problem field of the operation, kept as text: offset is its index */
 } opt_kind;
 
 typedef struct opt_spec {
     const char *name;
     opt_kind kind;
-    size_t offset;
-    int64_t lo, hi;
+    size_t offset;                     /* of the value in opts */
+    int64_t lo, hi;                    /* OPT_INT */
+    const char *const *(*names)(void); /* OPT_CHOICE */
+    const at_field_desc *field;        /* OPT_FIELD */
 } opt_spec;
 
 #define O(f) offsetof(opts, f)
+/* The fields of an opt_spec: {OPT(...)}. */
+#define OPT(n, k, f)          .name = n, .kind = k, .offset = O(f)
+#define OPT_RANGE(n, f, l, h) OPT(n, OPT_INT, f), .lo = l, .hi = h
+#define OPT_NAMES(n, f, list) OPT(n, OPT_CHOICE, f), .names = list
+
+static const char *const g_backends[] = {"auto", "cuda", "hip", "opencl", NULL};
+static const char *const *backend_names(void) { return g_backends; }
+static const char *const g_tables[] = {"best", "results", "binaries", "meta", NULL};
+static const char *const *table_names(void) { return g_tables; }
+
 /* The options that name a device and a template, shared by the operations and `space`. */
 #define DEVICE_OPTS                                                                                \
-    {"backend", OPT_STR, O(backend), 0, 0}, {"device", OPT_DEVICE, O(device), 0, 1023},            \
+    {OPT_NAMES("backend", backend, backend_names)}, {OPT_RANGE("device", device, 0, 1023)},        \
     {                                                                                              \
-        "template", OPT_STR, O(tmpl), 0, 0                                                         \
+        OPT("template", OPT_STR, tmpl)                                                             \
     }
 
 /* The search options, shared by `gemm` and `replay`. */
 #define SEARCH_OPTS                                                                                \
-    {"strategy", OPT_STR, O(strategy), 0, 0}, {"budget", OPT_BUDGET, 0, 0, 0},                     \
-        {"seed", OPT_SEED, O(seed), 0, 0},                                                         \
+    {OPT_NAMES("strategy", strategy, at_tune_strategies)},                                         \
+        {OPT("budget", OPT_BUDGET, budget_evals)}, {OPT("seed", OPT_SEED, seed)},                  \
     {                                                                                              \
-        "no-improve", OPT_INT, O(no_improve), 1, INT64_MAX                                         \
+        OPT_RANGE("no-improve", no_improve, 1, INT64_MAX)                                          \
     }
 
 /* The descriptions of an operation's fields (n of them, at most MAX_FIELDS). */
@@ -108,48 +124,165 @@ static void load_fields(const char *op, op_fields *f)
     while (f->n < MAX_FIELDS && at_operation_field(op, f->n, &f->d[f->n]) == AT_OK) f->n++;
 }
 
-static int pick(const char *what, const char *val, const char *const *names, int *out);
-
-/* Checks a field's text as the CLI's messages name it (--m '0' is not an integer ...). */
-static int check_field(const at_field_desc *d, const char *val)
-{
-    char *end = NULL;
-    int v;
-    errno = 0;
-    if (d->kind == AT_FIELD_CHOICE) return pick(d->name, val, d->choices, &v);
-    if (d->kind == AT_FIELD_INT) {
-        long long x = strtoll(val, &end, 10);
-        if (errno == ERANGE || end == val || *end || x < d->lo || x > d->hi)
-            return usage_error("--%s '%s' is not an integer from %lld to %lld", d->name, val,
-                               (long long)d->lo, (long long)d->hi);
-    } else {
-        strtod(val, &end);
-        if (end == val || *end) return usage_error("--%s '%s' is not a number", d->name, val);
-    }
-    return 0;
-}
-
 /* The option specs of a command: its fixed ones, then the operation's problem fields. */
 static const opt_spec *with_fields(const opt_spec *fixed, const op_fields *f, opt_spec *out,
                                    size_t cap)
 {
     size_t n = 0;
     for (size_t i = 0; f && i < f->n && n + 1 < cap; i++)
-        if (f->d[i].shape) out[n++] = (opt_spec){f->d[i].name, OPT_FIELD, i, 0, 0};
+        if (f->d[i].shape)
+            out[n++] =
+                (opt_spec){.name = f->d[i].name, .kind = OPT_FIELD, .offset = i, .field = &f->d[i]};
     for (const opt_spec *s = fixed; s->name && n + 1 < cap; s++) out[n++] = *s;
-    out[n] = (opt_spec){NULL, 0, 0, 0, 0};
+    out[n] = (opt_spec){0};
     return out;
 }
 
+/* The index of val among names (NULL-terminated); -1 if absent. */
+static int name_index(const char *const *names, const char *val)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(val, names[i]) == 0) return i;
+    return -1;
+}
+
+/* val must be one of names: its index in *out, else a usage error listing them. */
+static int pick(const char *what, const char *val, const char *const *names, int *out)
+{
+    if ((*out = name_index(names, val)) >= 0) return 0;
+    char list[512] = "";
+    for (size_t i = 0, used = 0; names[i] && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
+    return usage_error("unknown %s '%s' (one of: %s)", what, val, list);
+}
+
+/* Decimal digits only, after one '-' where allow_neg: the magnitude in *mag. 0 when s is not
+ * such a number or its magnitude does not fit in 64 bits. */
+static int scan_decimal(const char *s, int allow_neg, int *neg, uint64_t *mag)
+{
+    *neg = allow_neg && *s == '-';
+    s += *neg;
+    if (!isdigit((unsigned char)*s)) return 0;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (!isdigit((unsigned char)*s) || v > (UINT64_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *mag = v;
+    return 1;
+}
+
+/* A decimal integer from lo to hi. */
+static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    int neg;
+    uint64_t m;
+    if (!scan_decimal(s, 1, &neg, &m) || m > (uint64_t)INT64_MAX + neg) return 0;
+    *out = neg ? -(int64_t)(m - 1) - 1 : (int64_t)m;
+    return *out >= lo && *out <= hi;
+}
+
+/* The length of the D+(.D+)? that s starts with (D a decimal digit); 0 if it does not. */
+static size_t scan_fixed(const char *s)
+{
+    size_t n = strspn(s, "0123456789"), f;
+    if (n && s[n] == '.' && (f = strspn(s + n + 1, "0123456789"))) n += 1 + f;
+    return n;
+}
+
+/* A finite decimal number: -?D+(.D+)?([eE][-+]?D+)? (no spaces, '+', hex, inf or nan). */
+static int parse_real(const char *s, double *out)
+{
+    const char *p = s + (*s == '-'), *e;
+    size_t n = scan_fixed(p);
+    if (!n) return 0;
+    p += n;
+    if (*p == 'e' || *p == 'E') {
+        e = p + 1 + (p[1] == '-' || p[1] == '+');
+        if (!(n = strspn(e, "0123456789"))) return 0;
+        p = e + n;
+    }
+    if (*p) return 0;
+    *out = strtod(s, NULL);
+    return isfinite(*out);
+}
+
+/* Reads the value of one option into o; a usage error naming it when the value is bad. */
+static int set_opt(const opt_spec *sp, const char *val, opts *o)
+{
+    char *field = (char *)o + sp->offset;
+    int64_t v;
+    double x;
+    switch (sp->kind) {
+    case OPT_FIELD:
+        if (sp->field->kind == AT_FIELD_CHOICE) {
+            int i;
+            if (pick(sp->name, val, sp->field->choices, &i)) return EXIT_USAGE;
+        } else if (sp->field->kind == AT_FIELD_INT) {
+            if (!parse_int(val, sp->field->lo, sp->field->hi, &v))
+                return usage_error("--%s '%s' is not an integer from %lld to %lld", sp->name, val,
+                                   (long long)sp->field->lo, (long long)sp->field->hi);
+        } else if (!parse_real(val, &x)) {
+            return usage_error("--%s '%s' is not a finite number", sp->name, val);
+        }
+        o->field[sp->offset] = val;
+        return 0;
+    case OPT_INT:
+        if (!parse_int(val, sp->lo, sp->hi, (int64_t *)field))
+            return usage_error("--%s '%s' is not an integer from %lld to %lld", sp->name, val,
+                               (long long)sp->lo, (long long)sp->hi);
+        return 0;
+    case OPT_SEED: {
+        int neg;
+        if (!scan_decimal(val, 0, &neg, (uint64_t *)field))
+            return usage_error("--%s '%s' is not an integer from 0 to %llu", sp->name, val,
+                               (unsigned long long)UINT64_MAX);
+        return 0;
+    }
+    case OPT_BUDGET: {
+        /* N evaluations, or Ns (N.Ns) seconds. */
+        size_t n = scan_fixed(val);
+        int secs = n && val[n] == 's' && !val[n + 1];
+        x = n && (secs || (!val[n] && !strchr(val, '.'))) ? strtod(val, NULL) : 0;
+        if (!(x > 0) || x > 1e9)
+            return usage_error("--%s '%s' is not a count of evaluations (N >= 1) or of "
+                               "seconds (Ns, e.g. 90s)",
+                               sp->name, val);
+        if (secs)
+            o->budget_seconds = x;
+        else
+            o->budget_evals = (int64_t)x;
+        return 0;
+    }
+    case OPT_CHOICE: {
+        int i;
+        if (pick(sp->name, val, sp->names(), &i)) return EXIT_USAGE;
+        *(const char **)field = val;
+        return 0;
+    }
+    case OPT_STR:
+        if (!*val) return usage_error("option '--%s' needs a value", sp->name);
+        *(const char **)field = val;
+        return 0;
+    case OPT_FLAG:
+        break;
+    }
+    return 0;
+}
+
+/* Reads argv: options (--name value, --name=value, flags), each at most once, and up to maxpos
+ * positional arguments. --help (-h) stops reading: the command prints its help. */
 static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, char **positional,
                       int maxpos, int *npos)
 {
+    uint64_t seen = 0; /* bit i: specs[i] was given (a command has fewer than 64 options) */
     *npos = 0;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             o->help = 1;
-            continue;
+            return 0;
         }
         if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
             if (*npos >= maxpos) return usage_error("unexpected argument '%s'", arg);
@@ -161,87 +294,25 @@ static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, cha
         size_t nlen = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
         snprintf(name, sizeof name, "%.*s", (int)(nlen < 63 ? nlen : 63), arg + 2);
         const opt_spec *sp = NULL;
-        for (const opt_spec *s = specs; s->name; s++)
-            if (strcmp(s->name, name) == 0) sp = s;
+        for (const opt_spec *s = specs; s->name && !sp; s++)
+            if (strlen(s->name) == nlen && strncmp(s->name, arg + 2, nlen) == 0) sp = s;
         if (!sp) return usage_error("unknown option '--%s'", name);
-        char *field = (char *)o + sp->offset;
+        uint64_t bit = 1ull << (sp - specs);
+        if (seen & bit) return usage_error("option '--%s' is given twice", name);
+        seen |= bit;
         if (sp->kind == OPT_FLAG) {
             if (eq) return usage_error("option '--%s' takes no value", name);
-            *(int *)field = 1;
+            *(int *)((char *)o + sp->offset) = 1;
             continue;
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!val || (!eq && strncmp(val, "--", 2) == 0 && val[2]))
             return usage_error("option '--%s' needs a value", name);
-        char *end = NULL;
-        switch (sp->kind) {
-        case OPT_FIELD:
-            o->field[sp->offset] = val;
-            break;
-        case OPT_INT:
-        case OPT_DEVICE: {
-            errno = 0;
-            long long v = strtoll(val, &end, 10);
-            if (errno == ERANGE || end == val || *end || v < sp->lo || v > sp->hi)
-                return usage_error("--%s '%s' is not an integer from %lld to %lld", name, val,
-                                   (long long)sp->lo, (long long)sp->hi);
-            if (sp->kind == OPT_DEVICE)
-                *(int *)field = (int)v;
-            else
-                *(int64_t *)field = v;
-            break;
-        }
-        case OPT_SEED: {
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (errno == ERANGE || end == val || *end || val[0] == '-')
-                return usage_error("--seed '%s' is not an integer from 0 to %llu", val,
-                                   (unsigned long long)UINT64_MAX);
-            o->seed = v;
-            break;
-        }
-        case OPT_BUDGET: {
-            /* N evaluations, or Ns seconds. */
-            errno = 0;
-            double v = strtod(val, &end);
-            int secs = end && *end == 's' && end[1] == '\0';
-            if (errno == ERANGE || end == val || (*end && !secs) || !(v > 0) || v > 1e9 ||
-                (!secs && v != (double)(int64_t)v))
-                return usage_error("--budget '%s' is not a count of evaluations (N >= 1) or of "
-                                   "seconds (Ns, e.g. 90s)",
-                                   val);
-            if (secs)
-                o->budget_seconds = v;
-            else
-                o->budget_evals = (int64_t)v;
-            break;
-        }
-        case OPT_STR:
-            *(const char **)field = val;
-            break;
-        case OPT_FLAG:
-            break;
-        }
+        int rc = set_opt(sp, val, o);
+        if (rc) return rc;
     }
     return 0;
 }
-
-static int pick(const char *what, const char *val, const char *const *names, int *out)
-{
-    for (int i = 0; names[i]; i++)
-        if (strcmp(val, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    char list[256] = "";
-    for (int i = 0; names[i]; i++) {
-        strcat(list, i ? ", " : "");
-        strcat(list, names[i]);
-    }
-    return usage_error("unknown %s '%s' (one of: %s)", what, val, list);
-}
-
-static const char *const g_backends[] = {"auto", "cuda", "hip", "opencl", NULL};
 
 /* "model | random | ... (default model": the strategies, the first being the default. */
 static void strategy_list(char *buf, size_t len)
@@ -254,17 +325,14 @@ static void strategy_list(char *buf, size_t len)
     if (used < len) snprintf(buf + used, len - used, " (default %s", names[0]);
 }
 
-/* Checks the strategy's name and fills the search options of `gemm` and `replay`. */
-static int search_from_opts(const opts *o, at_tune_options *to)
+/* The search options of `gemm` and `replay`. */
+static void search_from_opts(const opts *o, at_tune_options *to)
 {
-    int v;
-    if (o->strategy && pick("strategy", o->strategy, at_tune_strategies(), &v)) return EXIT_USAGE;
     to->strategy = o->strategy;
     to->max_evals = o->budget_evals;
     to->max_seconds = o->budget_seconds;
     to->seed = o->seed;
     to->no_improve = o->no_improve;
-    return 0;
 }
 
 /* Makes the problem of the fields given (a missing one takes its example value when
@@ -272,29 +340,26 @@ static int search_from_opts(const opts *o, at_tune_options *to)
 static int problem_from_opts(const opts *o, const op_fields *f, int use_examples, at_problem **p,
                              at_context_options *co)
 {
-    int v, rc = 0;
+    int rc = 0;
     if (at_problem_create(f->op, p) != AT_OK)
         return fail(AT_ERR_INVALID_ARG, at_problem_last_error());
-    for (size_t i = 0; i < f->n; i++) {
+    for (size_t i = 0; i < f->n && !rc; i++) {
         const char *val = o->field[i];
         if (!val && !f->d[i].def && use_examples) val = f->d[i].example;
         if (!val && !f->d[i].def)
             rc = usage_error("%s needs --%s (%lld to %lld)", f->op, f->d[i].name,
                              (long long)f->d[i].lo, (long long)f->d[i].hi);
-        else if (val && !(rc = check_field(&f->d[i], val)) &&
-                 at_problem_set(*p, f->d[i].name, val) != AT_OK)
+        else if (val && at_problem_set(*p, f->d[i].name, val) != AT_OK)
             rc = usage_error("%s", at_problem_last_error());
-        if (rc) break;
     }
-    memset(co, 0, sizeof *co);
-    if (!rc && o->backend && !(rc = pick("backend", o->backend, g_backends, &v)))
-        co->backend = (at_backend_kind)v;
     if (rc) {
         at_problem_destroy(*p);
         *p = NULL;
         return rc;
     }
-    co->device = o->device;
+    memset(co, 0, sizeof *co);
+    co->backend = o->backend ? (at_backend_kind)name_index(g_backends, o->backend) : 0;
+    co->device = (int)o->device;
     co->db_path = o->db;
     return 0;
 }
@@ -444,11 +509,11 @@ static int cmd_op(const char *op, int argc, char **argv)
 {
     static const opt_spec fixed[] = {DEVICE_OPTS,
                                      SEARCH_OPTS,
-                                     {"replay", OPT_STR, O(replay), 0, 0},
-                                     {"db", OPT_STR, O(db), 0, 0},
-                                     {"force", OPT_FLAG, O(force), 0, 0},
-                                     {"json", OPT_FLAG, O(json), 0, 0},
-                                     {NULL, 0, 0, 0, 0}};
+                                     {OPT("replay", OPT_STR, replay)},
+                                     {OPT("db", OPT_STR, db)},
+                                     {OPT("force", OPT_FLAG, force)},
+                                     {OPT("json", OPT_FLAG, json)},
+                                     {0}};
     op_fields f;
     load_fields(op, &f);
     opt_spec specs[64];
@@ -464,9 +529,8 @@ static int cmd_op(const char *op, int argc, char **argv)
     at_problem *p = NULL;
     at_context *ctx = NULL;
     at_context_options co;
-    if ((rc = search_from_opts(&o, &to)) || (rc = problem_from_opts(&o, &f, 0, &p, &co)) ||
-        (rc = open_context(&co, &ctx)))
-        goto done;
+    search_from_opts(&o, &to);
+    if ((rc = problem_from_opts(&o, &f, 0, &p, &co)) || (rc = open_context(&co, &ctx))) goto done;
 
     progress_state ps = {isatty(2)};
     to.replay_db = o.replay;
@@ -605,27 +669,21 @@ static int print_config(void *user, const char *config)
 /* The operation named by a command's positional argument; NULL (after the message) if none. */
 static const char *find_op(const char *name, const char *what)
 {
-    const char *const *ops = at_operations();
-    for (size_t i = 0; name && ops[i]; i++)
-        if (strcmp(ops[i], name) == 0) return ops[i];
-    char list[256] = "";
-    for (size_t i = 0; ops[i]; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", ops[i]);
-    usage_error("unknown %s '%s' (one of: %s)", what, name ? name : "", list);
-    return NULL;
+    int i;
+    return pick(what, name, at_operations(), &i) ? NULL : at_operations()[i];
 }
 
 static int cmd_space(int argc, char **argv)
 {
     static const opt_spec fixed[] = {DEVICE_OPTS,
-                                     {"db", OPT_STR, O(db), 0, 0},
-                                     {"arch", OPT_STR, O(arch), 0, 0},
-                                     {"compile", OPT_FLAG, O(compile), 0, 0},
-                                     {"limit", OPT_INT, O(limit), 1, INT64_MAX},
-                                     {"seed", OPT_SEED, O(seed), 0, 0},
-                                     {"list", OPT_FLAG, O(list), 0, 0},
-                                     {"json", OPT_FLAG, O(json), 0, 0},
-                                     {NULL, 0, 0, 0, 0}};
+                                     {OPT("db", OPT_STR, db)},
+                                     {OPT("arch", OPT_STR, arch)},
+                                     {OPT("compile", OPT_FLAG, compile)},
+                                     {OPT_RANGE("limit", limit, 1, INT64_MAX)},
+                                     {OPT("seed", OPT_SEED, seed)},
+                                     {OPT("list", OPT_FLAG, list)},
+                                     {OPT("json", OPT_FLAG, json)},
+                                     {0}};
     /* The operation comes first, so that its fields are options. */
     const char *op =
         argc > 0 && strncmp(argv[0], "--", 2) != 0 && strcmp(argv[0], "-h") != 0 ? argv[0] : NULL;
@@ -712,10 +770,8 @@ static const char REPLAY_HELP[] =
 
 static int cmd_replay(int argc, char **argv)
 {
-    static const opt_spec specs[] = {SEARCH_OPTS,
-                                     {"select", OPT_STR, O(select), 0, 0},
-                                     {"json", OPT_FLAG, O(json), 0, 0},
-                                     {NULL, 0, 0, 0, 0}};
+    static const opt_spec specs[] = {
+        SEARCH_OPTS, {OPT("select", OPT_STR, select)}, {OPT("json", OPT_FLAG, json)}, {0}};
     opts o = {0};
     char *pos[1];
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 1, &npos);
@@ -730,7 +786,7 @@ static int cmd_replay(int argc, char **argv)
         return usage_error("replay needs a recorded space: a Kernel Tuner cache file "
                            "or an autotune database");
     at_tune_options to = {0};
-    if ((rc = search_from_opts(&o, &to))) return rc;
+    search_from_opts(&o, &to);
     at_replay_report r;
     char why[4096] = "";
     at_status s = at_replay_file(pos[0], o.select, &to, &r, why, sizeof why);
@@ -780,7 +836,10 @@ static int cmd_replay(int argc, char **argv)
                r.device[0] ? ", " : "", r.device, r.kernel, strategy, o.seed ? o.seed : 1);
         printf("  space       %" PRId64 " configurations (%" PRId64 " failed when recorded)\n",
                r.space, r.space_failed);
-        printf("  optimum     %.6g %s  %s\n", r.optimum, r.objective, r.optimum_config);
+        if (r.space_failed < r.space)
+            printf("  optimum     %.6g %s  %s\n", r.optimum, r.objective, r.optimum_config);
+        else
+            printf("  optimum     none (every recorded configuration failed)\n");
         if (r.found)
             printf("  best found  %.6g %s  %s  (%.2f%% of the optimum's %s)\n", r.best, r.objective,
                    r.best_config, 100.0 * r.best / r.optimum, r.objective);
@@ -800,7 +859,7 @@ static int cmd_replay(int argc, char **argv)
 
 static int cmd_devices(int argc, char **argv)
 {
-    static const opt_spec specs[] = {{"json", OPT_FLAG, O(json), 0, 0}, {NULL, 0, 0, 0, 0}};
+    static const opt_spec specs[] = {{OPT("json", OPT_FLAG, json)}, {0}};
     opts o = {0};
     char *pos[1];
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 0, &npos);
@@ -883,15 +942,15 @@ static int print_entry(void *user, const char *key, const char *value)
 
 static int cmd_db(int argc, char **argv)
 {
-    static const opt_spec specs[] = {{"db", OPT_STR, O(db), 0, 0},
-                                     {"table", OPT_STR, O(table), 0, 0},
-                                     {"prefix", OPT_STR, O(prefix), 0, 0},
-                                     {"kernel-tuner", OPT_FLAG, O(kernel_tuner), 0, 0},
-                                     {"problem", OPT_STR, O(problem), 0, 0},
-                                     {"device", OPT_STR, O(device_key), 0, 0},
-                                     {"template", OPT_STR, O(template_hash), 0, 0},
-                                     {"output", OPT_STR, O(output), 0, 0},
-                                     {NULL, 0, 0, 0, 0}};
+    static const opt_spec specs[] = {{OPT("db", OPT_STR, db)},
+                                     {OPT_NAMES("table", table, table_names)},
+                                     {OPT("prefix", OPT_STR, prefix)},
+                                     {OPT("kernel-tuner", OPT_FLAG, kernel_tuner)},
+                                     {OPT("problem", OPT_STR, problem)},
+                                     {OPT("device", OPT_STR, device_key)},
+                                     {OPT("template", OPT_STR, template_hash)},
+                                     {OPT("output", OPT_STR, output)},
+                                     {0}};
     opts o = {0};
     char *pos[2];
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 2, &npos);
@@ -904,10 +963,8 @@ static int cmd_db(int argc, char **argv)
     at_status s = AT_OK;
     if (strcmp(pos[0], "list") == 0) {
         if (npos != 1) return usage_error("db list takes no argument");
-        static const char *const tables[] = {"best", "results", "binaries", "meta", NULL};
-        int v = 0;
-        if (o.table && pick("table", o.table, tables, &v)) return EXIT_USAGE;
-        s = at_db_visit(o.db, tables[v], o.prefix, print_key, NULL, why, sizeof why);
+        s = at_db_visit(o.db, o.table ? o.table : g_tables[0], o.prefix, print_key, NULL, why,
+                        sizeof why);
     } else if (strcmp(pos[0], "show") == 0) {
         if (npos != 2)
             return usage_error("db show needs a key prefix, e.g. gemm/f32/nn/1024x1024x1024");

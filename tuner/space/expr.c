@@ -1,6 +1,7 @@
-/* expr.c — integer expressions of the tuning spaces: a precedence-climbing parser that builds a
- * flat AST (identifiers bound to slots at parse time, constants folded) and an allocation-free
- * evaluator with checked arithmetic. */
+/* expr.c — integer expressions of the tuning spaces: a precedence-climbing parser that compiles
+ * to postfix code (identifiers bound to slots at parse time, constants folded) and an
+ * allocation-free evaluator with checked arithmetic. Neither recurses per term: a flat chain
+ * (a + b + c ..., a && b && ...) is a loop in both; nesting is limited (MAX_DEPTH, MAX_STACK). */
 #include "space.h"
 
 #include <ctype.h>
@@ -9,11 +10,17 @@
 #include <string.h>
 
 enum {
+    /* operands: push a value */
     OP_LIT,
     OP_SLOT,
+    /* unary: replace the top */
     OP_NEG,
     OP_NOT,
     OP_BNOT,
+    OP_POW2,
+    OP_LOG2,
+    OP_BOOL, /* the top as 0 or 1: ends a && or || */
+    /* binary: pop b, replace a with a OP b */
     OP_MUL,
     OP_DIV,
     OP_MOD,
@@ -30,61 +37,44 @@ enum {
     OP_BAND,
     OP_XOR,
     OP_BOR,
-    OP_LAND,
-    OP_LOR,
-    OP_COND,
     OP_MIN,
     OP_MAX,
     OP_CEILDIV,
-    OP_POW2,
-    OP_LOG2
+    /* jumps to v (an instruction index) */
+    OP_AND,  /* top 0: jump (leaving 0); else pop */
+    OP_OR,   /* top not 0: make it 1 and jump; else pop */
+    OP_JZ,   /* pop; jump if it was 0 (the `?` of c ? a : b) */
+    OP_JUMP, /* jump (the `:`) */
 };
 
-typedef struct node {
+#define IS_UNARY(op)  ((op) >= OP_NEG && (op) <= OP_BOOL)
+#define IS_BINARY(op) ((op) >= OP_MUL && (op) <= OP_CEILDIV)
+
+typedef struct insn {
     int32_t op;
-    int32_t a, b, c; /* children (node indices), -1 when unused */
-    int64_t v;       /* OP_LIT: the value; OP_SLOT: the slot index */
-} node;
+    int64_t v; /* OP_LIT: the value; OP_SLOT: the slot index; jumps: the target */
+} insn;
+
+/* Operands pending at once during an evaluation: the evaluator's stack, on the C stack. A flat
+ * chain needs two; each level of nesting (parentheses, precedence) one more. */
+#define MAX_STACK 256
 
 struct at_expr {
-    node *nodes;
-    int32_t nnodes;
-    int32_t root;
+    insn *code;
+    int32_t ncode;
     char *text;
 };
 
 /* ---- evaluation -------------------------------------------------------------------------- */
 
-static int64_t ev(const node *n, int32_t i, const int64_t *slots, bool *ok)
+/* A unary (b unused) or binary operator on its operands; *ok = false when it cannot be
+ * evaluated (division by zero, overflow, a shift out of range, log2 of a non-positive). */
+static int64_t apply(int32_t op, int64_t a, int64_t b, bool *ok)
 {
-    const node *x = &n[i];
-    int64_t a, b, r;
-    switch (x->op) {
-    case OP_LIT:
-        return x->v;
-    case OP_SLOT:
-        return slots[x->v];
-    case OP_LAND:
-        a = ev(n, x->a, slots, ok);
-        if (!*ok || !a) return 0;
-        return ev(n, x->b, slots, ok) != 0;
-    case OP_LOR:
-        a = ev(n, x->a, slots, ok);
-        if (!*ok) return 0;
-        if (a) return 1;
-        return ev(n, x->b, slots, ok) != 0;
-    case OP_COND:
-        a = ev(n, x->a, slots, ok);
-        if (!*ok) return 0;
-        return ev(n, a ? x->b : x->c, slots, ok);
-    default:
-        break;
-    }
-    a = ev(n, x->a, slots, ok);
-    if (!*ok) return 0;
-    switch (x->op) {
+    int64_t r;
+    switch (op) {
     case OP_NEG:
-        if (a == INT64_MIN) goto fail;
+        if (a == INT64_MIN) break;
         return -a;
     case OP_NOT:
         return !a;
@@ -93,37 +83,33 @@ static int64_t ev(const node *n, int32_t i, const int64_t *slots, bool *ok)
     case OP_POW2:
         return a > 0 && (a & (a - 1)) == 0;
     case OP_LOG2:
-        if (a <= 0) goto fail;
+        if (a <= 0) break;
         return 63 - __builtin_clzll((unsigned long long)a);
-    default:
-        break;
-    }
-    b = ev(n, x->b, slots, ok);
-    if (!*ok) return 0;
-    switch (x->op) {
+    case OP_BOOL:
+        return a != 0;
     case OP_MUL:
-        if (__builtin_mul_overflow(a, b, &r)) goto fail;
+        if (__builtin_mul_overflow(a, b, &r)) break;
         return r;
     case OP_DIV:
-        if (b == 0 || (a == INT64_MIN && b == -1)) goto fail;
+        if (b == 0 || (a == INT64_MIN && b == -1)) break;
         return a / b;
     case OP_MOD:
-        if (b == 0) goto fail;
+        if (b == 0) break;
         if (b == -1) return 0;
         return a % b;
     case OP_ADD:
-        if (__builtin_add_overflow(a, b, &r)) goto fail;
+        if (__builtin_add_overflow(a, b, &r)) break;
         return r;
     case OP_SUB:
-        if (__builtin_sub_overflow(a, b, &r)) goto fail;
+        if (__builtin_sub_overflow(a, b, &r)) break;
         return r;
     case OP_SHL:
-        if (b < 0 || b > 63) goto fail;
+        if (b < 0 || b > 63) break;
         r = (int64_t)((uint64_t)a << b);
-        if ((r >> b) != a) goto fail; /* bits (or the sign) shifted out */
+        if ((r >> b) != a) break; /* bits (or the sign) shifted out */
         return r;
     case OP_SHR:
-        if (b < 0 || b > 63) goto fail;
+        if (b < 0 || b > 63) break;
         return a >> b;
     case OP_LT:
         return a < b;
@@ -148,7 +134,7 @@ static int64_t ev(const node *n, int32_t i, const int64_t *slots, bool *ok)
     case OP_MAX:
         return a > b ? a : b;
     case OP_CEILDIV: {
-        if (b == 0 || (a == INT64_MIN && b == -1)) goto fail;
+        if (b == 0 || (a == INT64_MIN && b == -1)) break;
         int64_t q = a / b, m = a % b;
         if (m != 0 && ((m > 0) == (b > 0))) q++;
         return q;
@@ -156,21 +142,51 @@ static int64_t ev(const node *n, int32_t i, const int64_t *slots, bool *ok)
     default:
         break;
     }
-fail:
     *ok = false;
     return 0;
 }
 
 int64_t at_expr_eval(const at_expr *e, const int64_t *slots, bool *ok)
 {
-    bool good = true;
-    int64_t v = 0;
-    if (e)
-        v = ev(e->nodes, e->root, slots, &good);
-    else
-        good = false;
+    int64_t st[MAX_STACK];
+    int sp = 0; /* values on st */
+    bool good = e != NULL;
+    for (int32_t pc = 0; good && pc < e->ncode; pc++) {
+        const insn *x = &e->code[pc];
+        switch (x->op) {
+        case OP_LIT:
+            st[sp++] = x->v;
+            break;
+        case OP_SLOT:
+            st[sp++] = slots[x->v];
+            break;
+        case OP_AND:
+        case OP_OR:
+            if ((st[sp - 1] != 0) == (x->op == OP_OR)) {
+                st[sp - 1] = x->op == OP_OR;
+                pc = (int32_t)x->v - 1;
+            } else {
+                sp--;
+            }
+            break;
+        case OP_JZ:
+            if (st[--sp] == 0) pc = (int32_t)x->v - 1;
+            break;
+        case OP_JUMP:
+            pc = (int32_t)x->v - 1;
+            break;
+        default:
+            if (IS_BINARY(x->op)) {
+                sp--;
+                st[sp - 1] = apply(x->op, st[sp - 1], st[sp], &good);
+            } else {
+                st[sp - 1] = apply(x->op, st[sp - 1], 0, &good);
+            }
+            break;
+        }
+    }
     if (ok) *ok = good;
-    return good ? v : 0;
+    return good ? st[0] : 0;
 }
 
 const char *at_expr_text(const at_expr *e) { return e ? e->text : ""; }
@@ -178,33 +194,49 @@ const char *at_expr_text(const at_expr *e) { return e ? e->text : ""; }
 void at_expr_free(at_expr *e)
 {
     if (!e) return;
-    free(e->nodes);
+    free(e->code);
     free(e->text);
     free(e);
 }
 
 /* ---- parsing ----------------------------------------------------------------------------- */
 
+/* Nested parentheses, unary operators and conditionals: the parser recurses once per level. */
 #define MAX_DEPTH 200
 #define MAX_NAME  255
 
 typedef struct parser {
     const char *s;
     size_t pos;
-    node *nodes;
+    insn *code;
     int32_t n, cap;
+    int sp, maxsp; /* operands the code emitted so far leaves pending, and their maximum */
     at_expr_resolve_fn resolve;
     void *user;
     at_status st; /* first error */
     int depth;
 } parser;
 
+/* Messages quote the expression, up to SHOWN characters of it ("..." after). */
+#define SHOWN    120
+#define QUOTE(s) (int)(strlen(s) > SHOWN ? SHOWN : strlen(s)), (s), strlen(s) > SHOWN ? "..." : ""
+
 static int32_t perr(parser *p, at_status s, size_t pos, const char *what)
 {
-    if (p->st == AT_OK) {
-        p->st = at_fail(s, "syntax error at column %zu in \"%s\": %s", pos + 1, p->s, what);
-    }
+    if (p->st == AT_OK)
+        p->st =
+            at_fail(s, "syntax error at column %zu in \"%.*s%s\": %s", pos + 1, QUOTE(p->s), what);
     return -1;
+}
+
+static int32_t too_deep(parser *p, size_t pos)
+{
+    char what[128];
+    snprintf(what, sizeof what,
+             "expression too deep (more than %d nested parentheses, unary operators or "
+             "conditionals, or %d pending operands)",
+             MAX_DEPTH, MAX_STACK);
+    return perr(p, AT_ERR_TEMPLATE, pos, what);
 }
 
 static int32_t unexpected(parser *p, size_t pos)
@@ -226,41 +258,59 @@ static void skip_ws(parser *p)
         p->pos++;
 }
 
-static int32_t mk(parser *p, int32_t op, int32_t a, int32_t b, int32_t c, int64_t v)
+/* Appends an instruction, keeping count of the operands pending; returns its index. */
+static int32_t emit(parser *p, int32_t op, int64_t v)
 {
     if (p->st != AT_OK) return -1;
     if (p->n == p->cap) {
+        if (p->cap > INT32_MAX / 2) return perr(p, AT_ERR_TEMPLATE, p->pos, "expression too long");
         int32_t cap = p->cap ? p->cap * 2 : 16;
-        node *nn = realloc(p->nodes, (size_t)cap * sizeof *nn);
-        if (!nn) {
-            p->st = at_fail(AT_ERR_NO_MEMORY, "out of memory parsing \"%s\"", p->s);
+        insn *nc = realloc(p->code, (size_t)cap * sizeof *nc);
+        if (!nc) {
+            p->st = at_fail(AT_ERR_NO_MEMORY, "out of memory parsing \"%.*s%s\"", QUOTE(p->s));
             return -1;
         }
-        p->nodes = nn;
+        p->code = nc;
         p->cap = cap;
     }
-    node *x = &p->nodes[p->n];
-    x->op = op;
-    x->a = a;
-    x->b = b;
-    x->c = c;
-    x->v = v;
-    /* Constant folding: an operator whose operands are all literals becomes a literal (unless
-     * its evaluation fails, e.g. 1/0, which then fails at run time as written). */
-    if (op != OP_LIT && op != OP_SLOT) {
-        bool konst = (a < 0 || p->nodes[a].op == OP_LIT) && (b < 0 || p->nodes[b].op == OP_LIT) &&
-                     (c < 0 || p->nodes[c].op == OP_LIT);
-        if (konst) {
-            bool ok = true;
-            int64_t r = ev(p->nodes, p->n, NULL, &ok);
-            if (ok) {
-                x->op = OP_LIT;
-                x->a = x->b = x->c = -1;
-                x->v = r;
-            }
+    if (op == OP_LIT || op == OP_SLOT) {
+        if (++p->sp > MAX_STACK) return too_deep(p, p->pos);
+        if (p->sp > p->maxsp) p->maxsp = p->sp;
+    } else if (IS_BINARY(op) || op == OP_AND || op == OP_OR || op == OP_JZ) {
+        p->sp--; /* AND, OR: the right operand's value replaces the left one's */
+    }
+    p->code[p->n] = (insn){op, v};
+    return p->n++;
+}
+
+/* The code from start on is one literal: its value. */
+static bool literal(const parser *p, int32_t start, int64_t *v)
+{
+    if (p->n != start + 1 || p->code[start].op != OP_LIT) return false;
+    *v = p->code[start].v;
+    return true;
+}
+
+/* Ends an operator whose operands' code starts at a (and b, for a binary one): the operator's
+ * instruction, or when every operand is a literal that it can be applied to, one literal. */
+static int32_t finish_op(parser *p, int32_t op, int32_t a, int32_t b)
+{
+    if (p->st != AT_OK) return -1;
+    int32_t nops = b >= 0 ? 2 : 1;
+    bool lits = p->n == a + nops;
+    for (int32_t i = a; lits && i < p->n; i++) lits = p->code[i].op == OP_LIT;
+    if (lits) {
+        bool ok = true;
+        int64_t r = apply(op, p->code[a].v, nops == 2 ? p->code[a + 1].v : 0, &ok);
+        if (ok) {
+            p->n = a;
+            p->sp -= nops;
+            emit(p, OP_LIT, r);
+            return a;
         }
     }
-    return p->n++;
+    emit(p, op, 0);
+    return a;
 }
 
 static int32_t parse_cond(parser *p);
@@ -312,7 +362,8 @@ static int32_t parse_number(parser *p)
     if (isalpha(c) || c == '_' || c == '.')
         return perr(p, AT_ERR_TEMPLATE, start, "malformed number");
     if (overflow) return perr(p, AT_ERR_TEMPLATE, start, "integer literal out of range");
-    return mk(p, OP_LIT, -1, -1, -1, (int64_t)v);
+    int32_t at = p->n;
+    return emit(p, OP_LIT, (int64_t)v) < 0 ? -1 : at;
 }
 
 static bool is_ident_start(unsigned char c) { return isalpha(c) || c == '_'; }
@@ -321,6 +372,7 @@ static bool is_ident_char(unsigned char c) { return isalnum(c) || c == '_' || c 
 static int32_t parse_ident(parser *p)
 {
     size_t start = p->pos;
+    int32_t at = p->n;
     while (is_ident_char((unsigned char)p->s[p->pos])) p->pos++;
     size_t len = p->pos - start;
     char name[MAX_NAME + 1];
@@ -363,7 +415,7 @@ static int32_t parse_ident(parser *p)
                 return perr(p, AT_ERR_TEMPLATE, p->pos, what);
             }
             p->pos++;
-            return mk(p, fns[i].op, args[0], args[1], -1, 0);
+            return finish_op(p, fns[i].op, args[0], args[1]);
         }
         char what[MAX_NAME + 32];
         snprintf(what, sizeof what, "unknown function '%s'", name);
@@ -374,29 +426,27 @@ static int32_t parse_ident(parser *p)
     int slot = p->resolve ? p->resolve(p->user, name) : -1;
     if (slot < 0) {
         if (p->st == AT_OK)
-            p->st = at_fail(AT_ERR_TEMPLATE, "unknown name '%s' in \"%s\" (column %zu)", name, p->s,
-                            start + 1);
+            p->st = at_fail(AT_ERR_TEMPLATE, "unknown name '%s' in \"%.*s%s\" (column %zu)", name,
+                            QUOTE(p->s), start + 1);
         return -1;
     }
-    return mk(p, OP_SLOT, -1, -1, -1, slot);
+    return emit(p, OP_SLOT, slot) < 0 ? -1 : at;
 }
 
+/* Each parse_* function emits the code of what it parses and returns where that code starts
+ * (-1 on an error). */
 static int32_t parse_unary(parser *p)
 {
     skip_ws(p);
     size_t start = p->pos;
-    if (++p->depth > MAX_DEPTH) return perr(p, AT_ERR_TEMPLATE, start, "expression too deep");
+    if (++p->depth > MAX_DEPTH) return too_deep(p, start);
     unsigned char c = (unsigned char)p->s[p->pos];
     int32_t r;
     if (c == '-' || c == '!' || c == '~' || c == '+') {
         p->pos++;
-        int32_t a = parse_unary(p);
-        if (a < 0)
-            r = -1;
-        else if (c == '+')
-            r = a;
-        else
-            r = mk(p, c == '-' ? OP_NEG : c == '!' ? OP_NOT : OP_BNOT, a, -1, -1, 0);
+        r = parse_unary(p);
+        if (r >= 0 && c != '+')
+            r = finish_op(p, c == '-' ? OP_NEG : c == '!' ? OP_NOT : OP_BNOT, r, -1);
     } else if (c == '(') {
         p->pos++;
         r = parse_cond(p);
@@ -420,10 +470,10 @@ static int binop(const char *s, int32_t *op, int *len)
         const char *t;
         int32_t op;
         int prec;
-    } ops[] = {{"||", OP_LOR, 1}, {"&&", OP_LAND, 2}, {"==", OP_EQ, 6},  {"!=", OP_NE, 6},
-               {"<=", OP_LE, 7},  {">=", OP_GE, 7},   {"<<", OP_SHL, 8}, {">>", OP_SHR, 8},
-               {"|", OP_BOR, 3},  {"^", OP_XOR, 4},   {"&", OP_BAND, 5}, {"<", OP_LT, 7},
-               {">", OP_GT, 7},   {"+", OP_ADD, 9},   {"-", OP_SUB, 9},  {"*", OP_MUL, 10},
+    } ops[] = {{"||", OP_OR, 1},  {"&&", OP_AND, 2}, {"==", OP_EQ, 6},  {"!=", OP_NE, 6},
+               {"<=", OP_LE, 7},  {">=", OP_GE, 7},  {"<<", OP_SHL, 8}, {">>", OP_SHR, 8},
+               {"|", OP_BOR, 3},  {"^", OP_XOR, 4},  {"&", OP_BAND, 5}, {"<", OP_LT, 7},
+               {">", OP_GT, 7},   {"+", OP_ADD, 9},  {"-", OP_SUB, 9},  {"*", OP_MUL, 10},
                {"/", OP_DIV, 10}, {"%", OP_MOD, 10}};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         size_t l = strlen(ops[i].t);
@@ -436,6 +486,7 @@ static int binop(const char *s, int32_t *op, int *len)
     return 0;
 }
 
+/* Operands of equal precedence are a loop, not a recursion: a + b + c ... */
 static int32_t parse_binary(parser *p, int minprec)
 {
     int32_t lhs = parse_unary(p);
@@ -446,27 +497,61 @@ static int32_t parse_binary(parser *p, int minprec)
         int prec = binop(p->s + p->pos, &op, &len);
         if (prec == 0 || prec < minprec) break;
         p->pos += (size_t)len;
+        if (op == OP_AND || op == OP_OR) {
+            /* lhs, AND/OR end, rhs, BOOL; end: (a literal lhs and rhs fold to one) */
+            int64_t a, b;
+            bool lit = literal(p, lhs, &a);
+            int32_t jump = emit(p, op, 0);
+            int32_t rhs = parse_binary(p, prec + 1);
+            if (rhs < 0 || jump < 0) return -1;
+            if (lit && literal(p, rhs, &b)) {
+                p->n = lhs;
+                p->sp--;
+                emit(p, OP_LIT, op == OP_AND ? a && b : a || b);
+            } else {
+                emit(p, OP_BOOL, 0);
+                p->code[jump].v = p->n;
+            }
+            continue;
+        }
         int32_t rhs = parse_binary(p, prec + 1);
         if (rhs < 0) return -1;
-        lhs = mk(p, op, lhs, rhs, -1, 0);
+        finish_op(p, op, lhs, rhs);
     }
-    return lhs;
+    return p->st == AT_OK ? lhs : -1;
 }
 
+/* c ? a : b compiles to c, JZ else, a, JUMP end, else: b, end: (a literal c folds to a or b). */
 static int32_t parse_cond(parser *p)
 {
-    if (++p->depth > MAX_DEPTH) return perr(p, AT_ERR_TEMPLATE, p->pos, "expression too deep");
+    if (++p->depth > MAX_DEPTH) return too_deep(p, p->pos);
     int32_t c = parse_binary(p, 1);
     if (c >= 0) {
         skip_ws(p);
         if (p->s[p->pos] == '?') {
             p->pos++;
-            int32_t a = parse_cond(p);
+            int64_t cv;
+            bool lit = literal(p, c, &cv);
+            int32_t jz = emit(p, OP_JZ, 0);
+            int32_t a = parse_cond(p), jump = -1, b = -1;
             if (a >= 0 && expect(p, ':') >= 0) {
-                int32_t b = parse_cond(p);
-                c = b < 0 ? -1 : mk(p, OP_COND, c, a, b, 0);
-            } else {
+                jump = emit(p, OP_JUMP, 0);
+                p->sp--; /* b's value takes the place of a's */
+                b = parse_cond(p);
+            }
+            if (jz < 0 || jump < 0 || b < 0) {
                 c = -1;
+            } else if (lit) {
+                /* keep the branch taken: a's code or b's, moved to where c's was */
+                int32_t from = cv ? a : b, to = cv ? jump : p->n;
+                memmove(&p->code[c], &p->code[from], (size_t)(to - from) * sizeof *p->code);
+                int32_t shift = from - c;
+                p->n = c + (to - from);
+                for (int32_t i = c; i < p->n; i++)
+                    if (p->code[i].op >= OP_AND) p->code[i].v -= shift;
+            } else {
+                p->code[jz].v = b;
+                p->code[jump].v = p->n;
             }
         }
     }
@@ -486,7 +571,7 @@ at_status at_expr_parse(const char *text, at_expr_resolve_fn resolve, void *user
         if (p.s[p.pos] != '\0') root = unexpected(&p, p.pos);
     }
     if (root < 0 || p.st != AT_OK) {
-        free(p.nodes);
+        free(p.code);
         return p.st != AT_OK ? p.st : at_fail(AT_ERR_INTERNAL, "expression parser failed");
     }
     at_expr *e = calloc(1, sizeof *e);
@@ -494,12 +579,11 @@ at_status at_expr_parse(const char *text, at_expr_resolve_fn resolve, void *user
     if (!e || !t) {
         free(e);
         free(t);
-        free(p.nodes);
-        return at_fail(AT_ERR_NO_MEMORY, "out of memory parsing \"%s\"", text);
+        free(p.code);
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory parsing \"%.*s%s\"", QUOTE(text));
     }
-    e->nodes = p.nodes;
-    e->nnodes = p.n;
-    e->root = root;
+    e->code = p.code;
+    e->ncode = p.n;
     e->text = t;
     *out = e;
     return AT_OK;
