@@ -2,7 +2,9 @@
 #define _GNU_SOURCE
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,12 +95,37 @@ at_status at_read_file(const char *path, char **data, size_t *len)
 
 int at_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (!s || !*s) return -1;
+    /* Decimal digits after at most one '-': strtoll alone takes spaces, '+' and more. */
+    if (!s || !isdigit((unsigned char)s[*s == '-'])) return -1;
+    for (const char *p = s + (*s == '-'); *p; p++)
+        if (!isdigit((unsigned char)*p)) return -1;
     char *end = NULL;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno == ERANGE || *end != '\0' || end == s) return -1;
-    if (v < lo || v > hi) return -1;
+    if (errno == ERANGE || *end != '\0' || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int at_parse_real(const char *s, double *out)
+{
+    /* -?D+(.D+)?([eE][-+]?D+)?: strtod alone takes spaces, '+', hex, inf and nan. */
+    const char *p = s ? s + (*s == '-') : NULL;
+    size_t n = p ? strspn(p, "0123456789") : 0;
+    if (!n) return -1;
+    p += n;
+    if (*p == '.') {
+        if (!(n = strspn(p + 1, "0123456789"))) return -1;
+        p += 1 + n;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '-' || p[1] == '+');
+        if (!(n = strspn(p, "0123456789"))) return -1;
+        p += n;
+    }
+    if (*p) return -1;
+    double v = strtod(s, NULL);
+    if (!isfinite(v)) return -1;
     *out = v;
     return 0;
 }

@@ -40,7 +40,11 @@ char *at_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Reads a whole file; NUL-terminated; *len without the NUL. */
 at_status at_read_file(const char *path, char **data, size_t *len);
 
-/* Parses a whole decimal integer in [lo, hi]; 0 on success, -1 otherwise. */
+/* Parses a whole decimal integer in [lo, hi] (digits after at most one '-': no spaces, '+',
+ * hex); 0 on success, -1 otherwise. */
 int at_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Parses a whole finite decimal number -?D+(.D+)?([eE][-+]?D+)? (no spaces, '+', hex, inf, nan);
+ * 0 on success, -1 otherwise. */
+int at_parse_real(const char *s, double *out);
 
 #endif

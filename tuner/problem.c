@@ -2,7 +2,6 @@
  * the one builder of kernel arguments from a template's `arguments:` list. */
 #include "tuner/op.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,15 +81,12 @@ static at_status parse_field(const at_op_field *f, const char *text, void *data)
 {
     char *slot = (char *)data + f->offset;
     const at_field_desc *d = &f->d;
-    char *end = NULL;
-    errno = 0;
     switch (d->kind) {
     case AT_FIELD_INT: {
-        long long v = text ? strtoll(text, &end, 10) : 0;
-        if (!text || !*text || *end || errno == ERANGE || v < d->lo || v > d->hi)
+        int64_t x;
+        if (at_parse_i64(text, d->lo, d->hi, &x) != 0)
             return at_fail(AT_ERR_INVALID_ARG, "%s '%s' is not an integer from %lld to %lld",
                            d->name, text ? text : "", (long long)d->lo, (long long)d->hi);
-        int64_t x = v;
         memcpy(slot, &x, sizeof x);
         return AT_OK;
     }
@@ -110,8 +106,8 @@ static at_status parse_field(const at_op_field *f, const char *text, void *data)
                            text ? text : "", list);
         }
     case AT_FIELD_REAL: {
-        double v = text ? strtod(text, &end) : 0;
-        if (!text || !*text || *end || !isfinite(v) || fabs(v) > 3.4e38)
+        double v;
+        if (at_parse_real(text, &v) != 0 || fabs(v) > 3.4e38)
             return at_fail(AT_ERR_INVALID_ARG, "%s '%s' is not a finite number", d->name,
                            text ? text : "");
         float x = (float)v;

@@ -109,7 +109,11 @@ at_status at_replay_open_db(at_context *ctx, const at_template *t, const char *p
         struct stat sb;
         if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return at_fail(AT_ERR_INVALID_ARG, "--replay %s: no such database directory", path);
-        AT_TRY(at_db_open(path, 1, &db));
+        if (at_db_open(path, 1, &db) != AT_OK) { /* the recording given is bad input */
+            char why[1024];
+            snprintf(why, sizeof why, "%s", at_errmsg());
+            return at_fail(AT_ERR_INVALID_ARG, "--replay %s: %s", path, why);
+        }
     }
     char *space = at_db_results_prefix(problem_key, ctx->info.key, t->hash);
     char *any = at_db_results_prefix(problem_key, ctx->info.key, NULL);

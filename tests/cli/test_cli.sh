@@ -438,7 +438,7 @@ reject 2 "option '--replay' needs a value" -- gemm --m 8 --n 8 --replay ''
 reject 2 "--replay $work/nope: no such database" -- gemm --m 8 --n 8 --replay "$work/nope" --db "$t"
 reject 2 "--replay $work/fifo: no such database" -- gemm --m 8 --n 8 --replay "$work/fifo" --db "$t"
 reject 2 "--replay $work/file: no such database" -- gemm --m 8 --n 8 --replay "$work/file" --db "$t"
-reject 1 "no database at $work/emptydir" -- gemm --m 8 --n 8 --replay "$work/emptydir" --db "$t"
+reject 2 "no database at $work/emptydir" -- gemm --m 8 --n 8 --replay "$work/emptydir" --db "$t"
 reject 2 "option '--force' takes no value" -- gemm --m 8 --n 8 --force=1
 reject 2 "option '--force' takes no value" -- gemm --m 8 --n 8 --force=
 reject 2 "gemm needs --m" -- gemm --n 8

@@ -165,6 +165,14 @@ static void test_operations_and_fields(void **state)
     assert_int_equal(at_problem_set(p, "layout", "tn"), AT_OK);
     assert_int_equal(at_problem_set(p, "beta", "nan"), AT_ERR_INVALID_ARG);
     assert_int_equal(at_problem_set(p, "k", "99999999999"), AT_ERR_INVALID_ARG);
+    /* Strict text: no spaces, '+', hex, fractions for integers; no hex, inf or nan for reals. */
+    static const char *const bad_ints[] = {" 5", "5 ", "+5", "0x2", "1e3", "5.0", "", "-"};
+    for (size_t i = 0; i < sizeof bad_ints / sizeof bad_ints[0]; i++)
+        assert_int_equal(at_problem_set(p, "n", bad_ints[i]), AT_ERR_INVALID_ARG);
+    static const char *const bad_reals[] = {" 1.5", "+1", "0x1p3", ".5", "5.", "inf", "nan"};
+    for (size_t i = 0; i < sizeof bad_reals / sizeof bad_reals[0]; i++)
+        assert_int_equal(at_problem_set(p, "alpha", bad_reals[i]), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_problem_set(p, "alpha", "-2.5e-3"), AT_OK);
     assert_int_equal(at_problem_key(p, buf, sizeof buf), AT_OK);
     assert_string_equal(buf, "gemm/f32/tn/1000x10x1000");
     assert_int_equal(at_problem_set(p, "k", "7"), AT_OK);
