@@ -24,10 +24,12 @@
 #define PG_UPPER  14
 #define PG_PAGES  12
 enum { P_BRANCH = 0x01, P_LEAF = 0x02, P_OVERFLOW = 0x04, P_META = 0x08, P_KINDS = 0x6f };
-/* MDB_meta after the page header: magic u32 @16, version u32 @20, the free list's and the main
- * table's MDB_db @40 and @88, last used page u64 @136, transaction id u64 @144. */
+/* MDB_meta after the page header: magic u32 @16, version u32 @20, map size u64 @32, the free
+ * list's and the main table's MDB_db @40 and @88, last used page u64 @136, transaction id u64
+ * @144. */
 #define MT_MAGIC   16
 #define MT_VERSION 20
+#define MT_MAPSIZE 32
 #define MT_FREE    40
 #define MT_MAIN    88
 #define MT_LAST_PG 136
@@ -47,6 +49,9 @@ enum { F_BIGDATA = 0x01, F_SUBDATA = 0x02 };
 #define P_INVALID      UINT64_MAX
 #define CURSOR_STACK   32  /* LMDB's deepest tree */
 #define MAX_KEY        511 /* LMDB's key limit */
+/* The largest map autotune grows a database to is under 2 TiB (db.c doubles it up to 1 TiB): a
+ * larger one in a meta page is damage, and mapping it would fail. */
+#define MAX_MAP ((uint64_t)2 << 40)
 
 static uint16_t rd16(const unsigned char *p)
 {
@@ -295,6 +300,8 @@ static int check(checker *c, off_t size)
                    "pages of %u bytes",
                    (long long)size, (unsigned long long)rd64(cur + MT_TXNID),
                    (unsigned long long)last + 1, c->psize);
+    if (rd64(cur + MT_MAPSIZE) > MAX_MAP)
+        return bad(c, "a map of %llu bytes", (unsigned long long)rd64(cur + MT_MAPSIZE));
     c->npages = last + 1;
     c->seen = calloc(c->npages / 8 + 1, 1);
     c->pages = malloc((size_t)(CURSOR_STACK + 1) * c->psize);

@@ -217,8 +217,8 @@ static sel_result select_one(at_db *db, const char *key, const char *thash, sele
     at_status g = e->n < 0 ? AT_OK : at_db_get_result(db, key, &e->rec);
     if (e->n < 0)
         *why = "malformed config";
-    else if (g == AT_ERR_DB_CORRUPT || g == AT_ERR_DB_VERSION)
-        *why = at_errmsg();
+    else if (g == AT_ERR_DB_CORRUPT || g == AT_ERR_DB_VERSION || g == AT_ERR_NOT_FOUND)
+        *why = at_errmsg(); /* not found: a damaged key out of order, listed but not found */
     else
         *s = g;
     return *why ? SEL_SKIP : SEL_KEEP;
