@@ -94,6 +94,7 @@ typedef struct checker {
     size_t ntables, cap;
     const char *tree; /* the tree walked, for messages */
     int io_errno;     /* a read failed: not damage */
+    int oom;
     char why[256];
 } checker;
 
@@ -105,6 +106,12 @@ static int bad(checker *c, const char *fmt, ...)
     vsnprintf(c->why, sizeof c->why, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+static int oom(checker *c)
+{
+    c->oom = 1;
+    return bad(c, "out of memory");
 }
 
 static int read_at(checker *c, uint64_t off, void *buf, size_t n)
@@ -170,7 +177,7 @@ static int check_overflow(checker *c, uint64_t ov, uint64_t dsz, tree_kind kind)
     if (mark(c, ov, pages)) return -1;
     if (kind != TREE_FREE) return 0;
     unsigned char *d = malloc(dsz ? dsz : 1);
-    if (!d) return bad(c, "out of memory");
+    if (!d) return oom(c);
     int r = read_at(c, ov * c->psize + PAGEHDRSZ, d, dsz);
     if (r == 0) r = check_idl(c, d, dsz);
     free(d);
@@ -183,8 +190,7 @@ static int check_leaf_node(checker *c, const unsigned char *node, size_t room, t
     uint64_t dsz = rd16(node) | (uint64_t)rd16(node + 2) << 16;
     const unsigned char *data = node + NODESIZE + ksize;
     room -= NODESIZE + ksize;
-    if (ksize == 0 || ksize > MAX_KEY || (kind == TREE_FREE && ksize != 8))
-        return bad(c, "%s: a key of %u bytes", c->tree, ksize);
+    if (ksize == 0) return bad(c, "%s: an empty key", c->tree);
     if (flags & ~(kind == TREE_MAIN ? F_BIGDATA | F_SUBDATA : F_BIGDATA) ||
         flags == (F_BIGDATA | F_SUBDATA))
         return bad(c, "%s: a record with flags 0x%x", c->tree, flags);
@@ -199,7 +205,7 @@ static int check_leaf_node(checker *c, const unsigned char *node, size_t room, t
     if (c->ntables == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 8;
         table_ref *t = realloc(c->tables, cap * sizeof *t);
-        if (!t) return bad(c, "out of memory");
+        if (!t) return oom(c);
         c->tables = t;
         c->cap = cap;
     }
@@ -210,8 +216,32 @@ static int check_leaf_node(checker *c, const unsigned char *node, size_t room, t
     return 0;
 }
 
-/* Page pgno at level (1: the root) of a tree of the given depth, and everything below it. */
-static int walk_page(checker *c, uint64_t pgno, int level, int depth, tree_kind kind)
+/* A key in a page buffer; p NULL: no bound. */
+typedef struct key_ref {
+    const unsigned char *p;
+    size_t n;
+} key_ref;
+
+/* LMDB's order: the free list's keys are integers (transaction ids), the tables' are bytes
+ * (memcmp, then the shorter first). */
+static int key_cmp(tree_kind kind, key_ref a, key_ref b)
+{
+    if (kind == TREE_FREE) return (rd64(a.p) > rd64(b.p)) - (rd64(a.p) < rd64(b.p));
+    int r = memcmp(a.p, b.p, a.n < b.n ? a.n : b.n);
+    return r ? r : (a.n > b.n) - (a.n < b.n);
+}
+
+/* The key of node i of page p (its bounds checked). */
+static key_ref node_key(const unsigned char *p, unsigned i)
+{
+    const unsigned char *node = p + rd16(p + PAGEHDRSZ + 2 * i);
+    return (key_ref){node + NODESIZE, rd16(node + 6)};
+}
+
+/* Page pgno at level (1: the root) of a tree of the given depth, and everything below it, whose
+ * keys must lie in [lo, hi): a key out of order is one a lookup would not find. */
+static int walk_page(checker *c, uint64_t pgno, int level, int depth, tree_kind kind, key_ref lo,
+                     key_ref hi)
 {
     unsigned char *p = c->pages + (size_t)level * c->psize;
     if (mark(c, pgno, 1) || read_at(c, pgno * c->psize, p, c->psize)) return -1;
@@ -230,21 +260,30 @@ static int walk_page(checker *c, uint64_t pgno, int level, int depth, tree_kind 
     /* LMDB asserts that branch pages other than the free list's have two children. */
     if (n < (leaf || kind == TREE_FREE ? 1u : 2u))
         return bad(c, "%s: page %llu has %u entries", c->tree, (unsigned long long)pgno, n);
+    key_ref prev = {NULL, 0};
     for (unsigned i = 0; i < n; i++) {
         size_t off = rd16(p + PAGEHDRSZ + 2 * i);
         if (off < upper || off % 2 || off + NODESIZE > c->psize ||
             off + NODESIZE + rd16(p + off + 6) > c->psize)
             return bad(c, "%s: page %llu has an entry out of bounds", c->tree,
                        (unsigned long long)pgno);
-        const unsigned char *node = p + off;
-        if (leaf) {
-            if (check_leaf_node(c, node, c->psize - off, kind)) return -1;
-            continue;
-        }
-        if (rd16(node + 6) > MAX_KEY) return bad(c, "%s: a key too long", c->tree);
+        key_ref k = node_key(p, i);
+        if (!leaf && i == 0) continue; /* a branch's first key is not used */
+        if (k.n > MAX_KEY || (kind == TREE_FREE && k.n != 8))
+            return bad(c, "%s: a key of %zu bytes", c->tree, k.n);
+        if ((lo.p && key_cmp(kind, k, lo) < 0) || (hi.p && key_cmp(kind, k, hi) >= 0) ||
+            (prev.p && key_cmp(kind, k, prev) <= 0))
+            return bad(c, "%s: page %llu has keys out of order", c->tree, (unsigned long long)pgno);
+        prev = k;
+        if (leaf && check_leaf_node(c, p + off, c->psize - off, kind)) return -1;
+    }
+    for (unsigned i = 0; !leaf && i < n; i++) {
+        const unsigned char *node = p + rd16(p + PAGEHDRSZ + 2 * i);
         uint64_t child =
             rd16(node) | (uint64_t)rd16(node + 2) << 16 | (uint64_t)rd16(node + 4) << 32;
-        if (walk_page(c, child, level + 1, depth, kind)) return -1;
+        if (walk_page(c, child, level + 1, depth, kind, i ? node_key(p, i) : lo,
+                      i + 1 < n ? node_key(p, i + 1) : hi))
+            return -1;
     }
     return 0;
 }
@@ -258,7 +297,8 @@ static int walk_tree(checker *c, const unsigned char *db, tree_kind kind, const 
         return bad(c, "%s has flags 0x%x, not an autotune table's", name, flags);
     if (root == P_INVALID) return 0; /* empty */
     if (depth < 1 || depth > CURSOR_STACK) return bad(c, "%s: depth %u", name, (unsigned)depth);
-    return walk_page(c, root, 1, depth, kind);
+    key_ref none = {NULL, 0};
+    return walk_page(c, root, 1, depth, kind, none, none);
 }
 
 /* ---- the meta pages ------------------------------------------------------------------------- */
@@ -274,38 +314,58 @@ static const char *meta_bad(const unsigned char *m, char *buf, size_t len)
     return NULL;
 }
 
-static int check(checker *c, off_t size)
+/* The newest meta page's transaction id as the file has it now; 0 when unreadable. */
+static uint64_t newest_txnid(checker *c)
+{
+    unsigned char m[2][META_BYTES];
+    if (read_at(c, 0, m[0], META_BYTES) || read_at(c, c->psize, m[1], META_BYTES)) return 0;
+    uint64_t a = rd64(m[0] + MT_TXNID), b = rd64(m[1] + MT_TXNID);
+    return a > b ? a : b;
+}
+
+/* Checks the file as its newest meta page has it; *txnid: that page's transaction id, once it
+ * is known. */
+static int check(checker *c, uint64_t *txnid)
 {
     unsigned char m[2][META_BYTES];
     char buf[96];
     const char *why;
-    if (size < META_BYTES) return bad(c, "truncated: shorter than an LMDB meta page");
+    struct stat st;
+    if (fstat(c->fd, &st) != 0) {
+        c->io_errno = errno;
+        return bad(c, "%s", strerror(errno));
+    }
+    if (st.st_size < META_BYTES) return bad(c, "truncated: shorter than an LMDB meta page");
     if (read_at(c, 0, m[0], META_BYTES)) return -1;
     if ((why = meta_bad(m[0], buf, sizeof buf))) return bad(c, "%s", why);
     c->psize = rd32(m[0] + MT_FREE);
     if (c->psize < 512 || c->psize > 65536 || (c->psize & (c->psize - 1)) != 0)
         return bad(c, "bad page size %u", c->psize);
-    if ((uint64_t)size < 2ull * c->psize)
-        return bad(c, "truncated: %lld bytes, less than two %u-byte pages", (long long)size,
+    if ((uint64_t)st.st_size < 2ull * c->psize)
+        return bad(c, "truncated: %lld bytes, less than two %u-byte pages", (long long)st.st_size,
                    c->psize);
     if (read_at(c, c->psize, m[1], META_BYTES)) return -1;
     if (meta_bad(m[1], buf, sizeof buf) || rd32(m[1] + MT_FREE) != c->psize)
         return bad(c, "second meta page damaged");
     /* LMDB reads the meta page with the higher transaction id (the first on a tie). */
     const unsigned char *cur = m[rd64(m[1] + MT_TXNID) > rd64(m[0] + MT_TXNID)];
+    *txnid = rd64(cur + MT_TXNID);
+    /* The size after the meta pages were read: a writer extends the file before it writes the
+     * meta page that uses the new pages. */
+    off_t size = fstat(c->fd, &st) == 0 ? st.st_size : 0;
     uint64_t last = rd64(cur + MT_LAST_PG);
     if (last < 1 || last >= (uint64_t)size / c->psize)
         return bad(c,
                    "truncated: %lld bytes, but its newest meta page (transaction %llu) uses %llu "
                    "pages of %u bytes",
-                   (long long)size, (unsigned long long)rd64(cur + MT_TXNID),
-                   (unsigned long long)last + 1, c->psize);
+                   (long long)size, (unsigned long long)*txnid, (unsigned long long)last + 1,
+                   c->psize);
     if (rd64(cur + MT_MAPSIZE) > MAX_MAP)
         return bad(c, "a map of %llu bytes", (unsigned long long)rd64(cur + MT_MAPSIZE));
     c->npages = last + 1;
     c->seen = calloc(c->npages / 8 + 1, 1);
     c->pages = malloc((size_t)(CURSOR_STACK + 1) * c->psize);
-    if (!c->seen || !c->pages) return bad(c, "out of memory");
+    if (!c->seen || !c->pages) return oom(c);
     if (walk_tree(c, cur + MT_FREE, TREE_FREE, "free list") ||
         walk_tree(c, cur + MT_MAIN, TREE_MAIN, "main table"))
         return -1;
@@ -313,6 +373,13 @@ static int check(checker *c, off_t size)
         if (walk_tree(c, c->tables[i].db, TREE_TABLE, c->tables[i].name)) return -1;
     return 0;
 }
+
+/* A check during which another process committed is done again: a writer never overwrites a
+ * page of the newest tree, but once it has committed twice it may reuse them, so a walk is sound
+ * only if the transaction it walked is still the newest when it ends. A file that other
+ * processes commit to during every one of TRIES walks is in use by LMDB writers that opened it:
+ * it is taken as it is rather than refused on pages that changed while they were read. */
+#define TRIES 20
 
 at_status at_dbfile_check(const char *file, int *exists)
 {
@@ -338,13 +405,20 @@ at_status at_dbfile_check(const char *file, int *exists)
         return AT_OK;
     }
     *exists = 1;
-    checker c = {.fd = fd};
-    int r = check(&c, st.st_size);
+    checker c;
+    int r, moved = 0;
+    for (int tries = 0; tries < TRIES && (tries == 0 || moved); tries++) {
+        c = (checker){.fd = fd};
+        uint64_t walked = 0;
+        r = check(&c, &walked);
+        moved = walked && newest_txnid(&c) != walked;
+        free(c.seen);
+        free(c.pages);
+        free(c.tables);
+    }
     close(fd);
-    free(c.seen);
-    free(c.pages);
-    free(c.tables);
-    if (r == 0) return AT_OK;
+    if (r == 0 || moved) return AT_OK;
+    if (c.oom) return at_fail(AT_ERR_NO_MEMORY, "out of memory checking %s", file);
     if (c.io_errno) return at_fail(AT_ERR_DB, "cannot read %s: %s", file, c.why);
     return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", file, c.why);
 }
