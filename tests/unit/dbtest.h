@@ -7,6 +7,7 @@
 
 #include <lmdb.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,16 @@ static inline void write_file(const char *path, const void *data, size_t n)
     assert_non_null(f);
     assert_int_equal(fwrite(data, 1, n, f), n);
     assert_int_equal(fclose(f), 0);
+}
+
+/* A repeatable sequence of pseudo-random numbers (xorshift). */
+static uint64_t g_rng = 88172645463325252ull;
+static inline uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
 }
 
 /* Raw LMDB on the database at path, which must not be open in this process: table/key = len

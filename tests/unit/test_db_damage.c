@@ -35,15 +35,6 @@ enum { N_RESULTS = 3000, PAGE = 4096 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
-static uint64_t g_rng = 88172645463325252ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
 static char *result_key(int i)
 {
     char config[64];

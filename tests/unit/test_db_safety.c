@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,8 +119,11 @@ static int mount_tmpfs(const char *path, const char *size)
     return 1;
 }
 
+static void stop_writers(void);
+
 static int teardown(void **state)
 {
+    stop_writers();
     for (int i = 0; i < 4; i++)
         if (g_mounts[i][0]) {
             umount2(g_mounts[i], MNT_DETACH);
@@ -285,6 +289,81 @@ static void test_kill9(void **state)
         if (!has(db, i)) fail_msg("result %d of %d acknowledged is lost", i, acked + 1);
     put(db, 1000000);
     at_db_close(db);
+    free(path);
+}
+
+/* ---- opens while others write ------------------------------------------------------------ */
+
+/* Writer processes, stopped by the test or, if it fails first, by teardown. */
+static pid_t g_writers[2];
+static void stop_writers(void)
+{
+    for (int w = 0; w < 2; w++)
+        if (g_writers[w] > 0) {
+            kill(g_writers[w], SIGKILL);
+            waitpid(g_writers[w], NULL, 0);
+            g_writers[w] = 0;
+        }
+}
+
+/* What a writer commits: a batch of results with long keys and reasons at random places, now and
+ * then a binary; pages are freed and reused all along. */
+static at_status churn(at_db *db)
+{
+    char *keys[20];
+    at_result_rec recs[20];
+    char name[300];
+    size_t n = 1 + rnd() % 250;
+    for (size_t j = 0; j < n; j++) name[j] = (char)('a' + rnd() % 3);
+    name[n] = '\0';
+    for (int j = 0; j < 20; j++) {
+        recs[j] = rec(j);
+        memset(recs[j].reason, 'r', rnd() % 500);
+        if (asprintf(&keys[j], "%s|%d", name, j) < 0) return AT_ERR_NO_MEMORY;
+    }
+    at_status s = at_db_put_results(db, 20, keys, recs);
+    for (int j = 0; j < 20; j++) free(keys[j]);
+    static char bin[200000];
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)(rnd() % 16));
+    if (s == AT_OK && rnd() % 4 == 0) s = at_db_put_binary(db, hash, bin, rnd() % sizeof bin);
+    return s;
+}
+
+/* Two processes write all along while this one opens the database again and again: each open
+ * checks the file while pages are freed and rewritten, and is never refused for it. */
+static void test_open_while_writing(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = NULL;
+    assert_int_equal(at_db_open(path, AT_DB_READWRITE, &db), AT_OK);
+    for (int i = 0; i < 200; i++) assert_int_equal(churn(db), AT_OK);
+    put(db, 1);
+    at_db_close(db);
+    fflush(NULL);
+    for (int w = 0; w < 2; w++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        g_writers[w] = pid;
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* ends with the test, whatever happens to it */
+            if (at_db_open(path, AT_DB_READWRITE, &db) != AT_OK) _exit(1);
+            g_rng += (uint64_t)w + 1;
+            while (churn(db) == AT_OK) continue;
+            _exit(1);
+        }
+    }
+    double end = at_now() + 2;
+    int opens = 0;
+    while (at_now() < end) {
+        at_status s = at_db_open(path, AT_DB_READONLY, &db);
+        if (s != AT_OK) fail_msg("open %d while writing: %s", opens, at_errmsg());
+        assert_true(has(db, 1));
+        at_db_close(db);
+        opens++;
+    }
+    stop_writers();
+    print_message("%d opens while two processes wrote\n", opens);
     free(path);
 }
 
@@ -626,6 +705,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_disk_full, make_tmp, teardown),
         cmocka_unit_test_setup_teardown(test_kill9, make_tmp, teardown),
+        cmocka_unit_test_setup_teardown(test_open_while_writing, make_tmp, teardown),
         cmocka_unit_test_setup_teardown(test_stale_readers, make_tmp, teardown),
         cmocka_unit_test_setup_teardown(test_shared_env, make_tmp, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_fs, make_tmp, teardown),
