@@ -1,9 +1,12 @@
-/* db.c — the LMDB store: one environment per directory, named tables meta, results, best and
- * binaries. Values of results and best are versioned one-line text records (record.h), the
- * schema version is in meta (docs/database.md); binaries are raw bytes. Every write is one write
- * transaction; MDB_MAP_FULL grows the map and retries the whole batch. */
+/* db.c — the LMDB store: one environment per database file and process, shared by the handles
+ * opened on it; named tables meta, results, best and binaries. Values of results and best are
+ * versioned one-line text records (record.h), binaries carry a length and a checksum, the schema
+ * version is in meta (docs/database.md). A file is checked (dbfile.h) before LMDB maps it. Every
+ * write is one write transaction; MDB_MAP_FULL grows the map and retries the whole batch. */
 #define _GNU_SOURCE
 #include "db.h"
+
+#include "cache/dbfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,35 +18,55 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define AT_DB_INITIAL_MAP ((size_t)64 << 20)
 #define AT_DB_MAX_MAP     ((size_t)1 << 40)
 #define AT_DB_MAX_RETRIES 64
-
-/* LMDB's on-disk meta page (64-bit layout): page header 16 bytes, then MDB_meta. */
-#define LMDB_MAGIC        0xBEEFC0DEu
-#define LMDB_DATA_VERSION 1u
-#define LMDB_OFF_MAGIC    16
-#define LMDB_OFF_VERSION  20
-#define LMDB_OFF_PSIZE    40 /* mm_dbs[FREE_DBI].md_pad holds the page size */
+/* Free space a new database needs: the lock file, the meta pages and the first tables, with
+ * room to spare. LMDB writes the data file with write(), so a full disk is an error there; the
+ * lock file is written through a mapping, so its blocks are allocated before LMDB maps it. */
+#define AT_DB_MIN_FREE   ((uint64_t)256 << 10)
+#define AT_DB_LOCK_BYTES 8192 /* LMDB's lock file for its default 126 readers */
 
 enum { T_META, T_RESULTS, T_BEST, T_BINARIES, T_COUNT };
 static const char *const k_tables[T_COUNT] = {"meta", "results", "best", "binaries"};
 
-struct at_db {
+/* One LMDB environment per database in this process (LMDB forbids opening a file twice in one
+ * process: closing one handle would drop the other's locks). Opens of one directory, found by
+ * device and inode, share it and count references. */
+typedef struct shared_env {
     MDB_env *env;
     MDB_dbi dbi[T_COUNT];
-    char *path;
-    char *file; /* path/data.mdb, for messages */
-    int readonly;
-    int ready;            /* the tables are open: write transactions check the schema first */
-    pthread_mutex_t lock; /* one transaction at a time per handle */
+    dev_t dev;
+    ino_t ino;
+    pid_t pid;    /* the process that opened it: a child after fork() opens its own */
+    int readonly; /* opened MDB_RDONLY */
+    int ready;    /* the tables are open: write transactions check the schema first */
+    int refs;
+    char *file;           /* path/data.mdb as first opened, for messages */
+    pthread_mutex_t lock; /* one transaction at a time per environment */
+    struct shared_env *next;
+} shared_env;
+
+struct at_db {
+    shared_env *e;
+    char *path;      /* as this handle was opened, for messages */
+    int readonly;    /* this handle refuses writes */
+    char *ro_reason; /* why, when read-write was asked for and the file is not writable */
+    size_t skipped;  /* records scans skipped as damaged since the last at_db_skipped */
+    at_sbuf note;    /* the first few of them */
 };
 
+static shared_env *g_envs;
+static pthread_mutex_t g_envs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
 /* Set while a scan callback runs on this thread, so re-entry fails instead of deadlocking. */
-static _Thread_local const at_db *t_scanning;
+static _Thread_local const shared_env *t_scanning;
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
@@ -56,20 +79,20 @@ static at_status mdb_fail(const at_db *db, const char *op, int rc)
 static at_status enter(at_db *db)
 {
     if (!db) return at_fail(AT_ERR_INVALID_ARG, "database handle is NULL");
-    if (t_scanning == db)
+    if (t_scanning == db->e)
         return at_fail(AT_ERR_INVALID_ARG, "database %s used from inside its own scan callback",
                        db->path);
-    pthread_mutex_lock(&db->lock);
+    pthread_mutex_lock(&db->e->lock);
     return AT_OK;
 }
 
-static void leave(at_db *db) { pthread_mutex_unlock(&db->lock); }
+static void leave(at_db *db) { pthread_mutex_unlock(&db->e->lock); }
 
 static at_status check_key(at_db *db, const char *key)
 {
     if (!key || !*key) return at_fail(AT_ERR_INVALID_ARG, "database key is empty");
     size_t n = strlen(key);
-    size_t max = (size_t)mdb_env_get_maxkeysize(db->env);
+    size_t max = (size_t)mdb_env_get_maxkeysize(db->e->env);
     if (n > max)
         return at_fail(AT_ERR_INVALID_ARG, "database key too long (%zu bytes > %zu): %.80s...", n,
                        max, key);
@@ -78,17 +101,22 @@ static at_status check_key(at_db *db, const char *key)
 
 /* ---- transactions ----------------------------------------------------------------------- */
 
-/* Begins a transaction; adopts a map grown by another process (MDB_MAP_RESIZED). */
+/* Begins a transaction; adopts a map grown by another process (MDB_MAP_RESIZED) and frees the
+ * reader slots of dead processes when the table is full. */
 static at_status txn_begin(at_db *db, unsigned flags, MDB_txn **txn)
 {
+    int dead = 0;
     for (int tries = 0;; tries++) {
-        int rc = mdb_txn_begin(db->env, NULL, flags, txn);
+        int rc = mdb_txn_begin(db->e->env, NULL, flags, txn);
         if (rc == MDB_SUCCESS) return AT_OK;
         if (rc == MDB_MAP_RESIZED && tries < AT_DB_MAX_RETRIES) {
-            rc = mdb_env_set_mapsize(db->env, 0);
+            rc = mdb_env_set_mapsize(db->e->env, 0);
             if (rc == MDB_SUCCESS) continue;
             return mdb_fail(db, "adopting the grown map size", rc);
         }
+        if (rc == MDB_READERS_FULL && tries == 0 &&
+            mdb_reader_check(db->e->env, &dead) == MDB_SUCCESS && dead > 0)
+            continue;
         return mdb_fail(
             db, flags & MDB_RDONLY ? "begin read transaction" : "begin write transaction", rc);
     }
@@ -97,13 +125,13 @@ static at_status txn_begin(at_db *db, unsigned flags, MDB_txn **txn)
 static at_status grow_map(at_db *db)
 {
     MDB_envinfo info;
-    int rc = mdb_env_info(db->env, &info);
+    int rc = mdb_env_info(db->e->env, &info);
     if (rc != MDB_SUCCESS) return mdb_fail(db, "reading the map size", rc);
     size_t cur = info.me_mapsize;
     if (cur >= AT_DB_MAX_MAP)
-        return at_fail(AT_ERR_DB, "database %s: map full at %zu bytes (limit reached)", db->path,
-                       cur);
-    rc = mdb_env_set_mapsize(db->env, cur * 2);
+        return at_fail(AT_ERR_DB, "database %s is full: map full at %zu bytes (limit reached)",
+                       db->path, cur);
+    rc = mdb_env_set_mapsize(db->e->env, cur * 2);
     if (rc != MDB_SUCCESS) return mdb_fail(db, "growing the map", rc);
     return AT_OK;
 }
@@ -116,12 +144,15 @@ static at_status meta_sync(at_db *db, MDB_txn *txn, int *mdb_rc);
 
 static at_status write_txn(at_db *db, write_fn fn, void *ctx)
 {
+    if (db->readonly && db->ro_reason)
+        return at_fail(AT_ERR_DB, "database %s is read-only (%s): nothing is stored", db->path,
+                       db->ro_reason);
     if (db->readonly) return at_fail(AT_ERR_DB, "database %s is open read-only", db->path);
     for (int tries = 0;; tries++) {
         MDB_txn *txn = NULL;
         AT_TRY(txn_begin(db, 0, &txn));
         int mrc = MDB_SUCCESS;
-        at_status s = db->ready ? meta_sync(db, txn, &mrc) : AT_OK;
+        at_status s = db->e->ready ? meta_sync(db, txn, &mrc) : AT_OK;
         if (s == AT_OK) s = fn(db, txn, ctx, &mrc);
         if (s == AT_OK) {
             mrc = mdb_txn_commit(txn);
@@ -138,18 +169,24 @@ static at_status write_txn(at_db *db, write_fn fn, void *ctx)
     }
 }
 
-static at_status put_one(at_db *db, MDB_txn *txn, MDB_dbi dbi, const char *key, const void *val,
-                         size_t len, int *mdb_rc, const char *what)
+/* Puts key = v in table; with MDB_RESERVE, v->mv_data then points at the space to fill. */
+static at_status put_one(at_db *db, MDB_txn *txn, int table, const char *key, MDB_val *v,
+                         unsigned flags, int *mdb_rc)
 {
-    MDB_val k = {strlen(key), (void *)key}, v = {len, (void *)val};
-    int rc = mdb_put(txn, dbi, &k, &v, 0);
-    if (rc != MDB_SUCCESS) {
-        *mdb_rc = rc;
-        if (rc == MDB_MAP_FULL) return at_fail(AT_ERR_DB, "database %s: map full", db->path);
-        return at_fail(AT_ERR_DB, "database %s: writing %s '%s' failed: %s", db->path, what, key,
-                       mdb_strerror(rc));
-    }
-    return AT_OK;
+    MDB_val k = {strlen(key), (void *)key};
+    int rc = mdb_put(txn, db->e->dbi[table], &k, v, flags);
+    if (rc == MDB_SUCCESS) return AT_OK;
+    *mdb_rc = rc;
+    if (rc == MDB_MAP_FULL) return at_fail(AT_ERR_DB, "database %s: map full", db->path);
+    return at_fail(AT_ERR_DB, "database %s: writing %s '%s' failed: %s", db->path, k_tables[table],
+                   key, mdb_strerror(rc));
+}
+
+static at_status put_text(at_db *db, MDB_txn *txn, int table, const char *key, const char *text,
+                          size_t len, int *mdb_rc)
+{
+    MDB_val v = {len, (void *)text};
+    return put_one(db, txn, table, key, &v, 0, mdb_rc);
 }
 
 /* Reads key from table into a malloc'd, NUL-terminated copy. */
@@ -158,7 +195,7 @@ static at_status get_copy(at_db *db, int table, const char *key, char **out, siz
     MDB_txn *txn = NULL;
     AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
     MDB_val k = {strlen(key), (void *)key}, v;
-    int rc = mdb_get(txn, db->dbi[table], &k, &v);
+    int rc = mdb_get(txn, db->e->dbi[table], &k, &v);
     at_status s = AT_OK;
     if (rc == MDB_NOTFOUND) {
         s = at_fail(AT_ERR_NOT_FOUND, "no %s entry for '%s' in %s", k_tables[table], key, db->path);
@@ -181,7 +218,7 @@ static at_status get_copy(at_db *db, int table, const char *key, char **out, siz
     return s;
 }
 
-/* get_copy of a checked key, under the handle's lock. */
+/* get_copy of a checked key, under the environment's lock. */
 static at_status get_locked(at_db *db, int table, const char *key, char **out, size_t *len)
 {
     AT_TRY(enter(db));
@@ -193,7 +230,14 @@ static at_status get_locked(at_db *db, int table, const char *key, char **out, s
 
 /* ---- open / close ----------------------------------------------------------------------- */
 
-static at_status mkdir_p(const char *path)
+/* errno of a failed system call, for at_db_open's read-only fallback. */
+static at_status sys_fail(int *err, int e, const char *fmt, const char *path)
+{
+    *err = e;
+    return at_fail(AT_ERR_DB, fmt, path, strerror(e));
+}
+
+static at_status mkdir_p(const char *path, int *err)
 {
     char *tmp = at_strdup(path);
     if (!tmp) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
@@ -205,9 +249,7 @@ static at_status mkdir_p(const char *path)
             char saved = *p;
             *p = '\0';
             if (mkdir(tmp, 0777) != 0 && errno != EEXIST) {
-                int e = errno;
-                at_status s =
-                    at_fail(AT_ERR_DB, "cannot create database directory %s: %s", tmp, strerror(e));
+                at_status s = sys_fail(err, errno, "cannot create database directory %s: %s", tmp);
                 free(tmp);
                 return s;
             }
@@ -218,80 +260,45 @@ static at_status mkdir_p(const char *path)
     free(tmp);
     struct stat st;
     if (stat(path, &st) != 0)
-        return at_fail(AT_ERR_DB, "cannot use database directory %s: %s", path, strerror(errno));
+        return sys_fail(err, errno, "cannot use database directory %s: %s", path);
     if (!S_ISDIR(st.st_mode))
-        return at_fail(AT_ERR_DB, "cannot use database directory %s: %s", path, strerror(ENOTDIR));
+        return sys_fail(err, ENOTDIR, "cannot use database directory %s: %s", path);
     return AT_OK;
 }
 
-static uint32_t rd32(const unsigned char *p)
+/* A new database needs AT_DB_MIN_FREE bytes on its file system. */
+static at_status check_free_space(const char *path, int *err)
 {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
+    struct statvfs sv;
+    if (statvfs(path, &sv) != 0) return AT_OK; /* unknown: LMDB reports what fails */
+    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    if (avail >= AT_DB_MIN_FREE) return AT_OK;
+    *err = ENOSPC;
+    return at_fail(AT_ERR_DB, "cannot create database %s: %s (%llu KiB free, %llu KiB needed)",
+                   path, strerror(ENOSPC), (unsigned long long)(avail >> 10),
+                   (unsigned long long)(AT_DB_MIN_FREE >> 10));
 }
 
-/* Checks, without LMDB, that file looks like an LMDB data file: two meta pages with LMDB's
- * magic and data version. *exists is 0 when there is no file or it is empty (a new database). */
-static at_status precheck_file(const char *file, int *exists)
+/* LMDB writes its lock file through a shared mapping: on a full file system a write to a page
+ * that has no block yet is SIGBUS. Its blocks are allocated here first (creating it as LMDB
+ * would), without changing its size or contents: another process may be using it. An open that
+ * fails here (a read-only file system, another user's database) is left to LMDB. */
+static at_status prepare_lock_file(const char *path, int *err)
 {
-    *exists = 0;
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return AT_OK;
-        return at_fail(AT_ERR_DB, "cannot read %s: %s", file, strerror(errno));
-    }
+    char *lock = at_asprintf("%s/lock.mdb", path);
+    if (!lock) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    at_status s = AT_OK;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return at_fail(AT_ERR_DB, "cannot stat %s: %s", file, strerror(e));
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        off_t n = st.st_size > 0 ? st.st_size : AT_DB_LOCK_BYTES;
+        if (fallocate(fd, 0, 0, n) != 0 && errno == ENOSPC)
+            s = sys_fail(err, ENOSPC, "cannot open database %s: %s (lock.mdb)", path);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (not a regular file)",
-                       file);
-    }
-    if (st.st_size == 0) {
-        close(fd);
-        return AT_OK;
-    }
-    *exists = 1;
-    unsigned char hdr[64];
-    ssize_t got = pread(fd, hdr, sizeof hdr, 0);
-    const char *why = NULL;
-    char whybuf[128];
-    uint32_t psize = 0;
-    if (got < (ssize_t)sizeof hdr) {
-        why = "truncated: shorter than an LMDB meta page";
-    } else if (rd32(hdr + LMDB_OFF_MAGIC) != LMDB_MAGIC) {
-        why = "no LMDB magic";
-    } else if (rd32(hdr + LMDB_OFF_VERSION) != LMDB_DATA_VERSION) {
-        snprintf(whybuf, sizeof whybuf, "unsupported LMDB data version %u",
-                 rd32(hdr + LMDB_OFF_VERSION));
-        why = whybuf;
-    } else {
-        psize = rd32(hdr + LMDB_OFF_PSIZE);
-        if (psize < 512 || psize > 65536 || (psize & (psize - 1)) != 0) {
-            snprintf(whybuf, sizeof whybuf, "bad page size %u", psize);
-            why = whybuf;
-        } else if ((uint64_t)st.st_size < 2ull * psize) {
-            snprintf(whybuf, sizeof whybuf, "truncated: %lld bytes, less than two %u-byte pages",
-                     (long long)st.st_size, psize);
-            why = whybuf;
-        } else {
-            got = pread(fd, hdr, sizeof hdr, psize);
-            if (got < (ssize_t)sizeof hdr || rd32(hdr + LMDB_OFF_MAGIC) != LMDB_MAGIC ||
-                rd32(hdr + LMDB_OFF_VERSION) != LMDB_DATA_VERSION)
-                why = "second meta page damaged";
-        }
-    }
-    close(fd);
-    if (why) return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", file, why);
-    return AT_OK;
+    if (fd >= 0) close(fd);
+    free(lock);
+    return s;
 }
-
-/* ---- meta: the schema ------------------------------------------------------------------- */
 
 /* Reads the integer meta/key (>= lo); an absent optional key reads as lo. */
 static at_status meta_int(at_db *db, MDB_txn *txn, MDB_dbi meta, const char *key, int required,
@@ -304,17 +311,17 @@ static at_status meta_int(at_db *db, MDB_txn *txn, MDB_dbi meta, const char *key
         return AT_OK;
     }
     if (rc != MDB_SUCCESS)
-        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s: %s)", db->file, key,
-                       mdb_strerror(rc));
+        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s: %s)", db->e->file,
+                       key, mdb_strerror(rc));
     char buf[32];
     if (v.mv_size == 0 || v.mv_size >= sizeof buf)
-        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (bad %s value)", db->file,
-                       key);
+        return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (bad %s value)",
+                       db->e->file, key);
     memcpy(buf, v.mv_data, v.mv_size);
     buf[v.mv_size] = '\0';
     if (at_parse_i64(buf, lo, INT64_MAX, out) != 0)
         return at_fail(AT_ERR_DB_CORRUPT,
-                       "%s is not an autotune database (%s '%s' is not a number)", db->file, key,
+                       "%s is not an autotune database (%s '%s' is not a number)", db->e->file, key,
                        buf);
     return AT_OK;
 }
@@ -328,18 +335,18 @@ static at_status read_schema(at_db *db, MDB_txn *txn, MDB_dbi meta, int64_t *maj
         return at_fail(AT_ERR_DB_VERSION,
                        "%s was written by a newer autotune (schema %lld > %d); upgrade autotune "
                        "or use another --db",
-                       db->file, (long long)*major, AT_DB_SCHEMA);
+                       db->e->file, (long long)*major, AT_DB_SCHEMA);
     return meta_int(db, txn, meta, "schema_minor", 0, 0, minor);
 }
 
 /* Writes this release's schema into meta: for a new file, or upgrading an older one. */
-static at_status put_schema(at_db *db, MDB_txn *txn, MDB_dbi meta, int *mdb_rc)
+static at_status put_schema(at_db *db, MDB_txn *txn, int *mdb_rc)
 {
     char major[24], minor[24];
     snprintf(major, sizeof major, "%d", AT_DB_SCHEMA);
     snprintf(minor, sizeof minor, "%d", AT_DB_SCHEMA_MINOR);
-    AT_TRY(put_one(db, txn, meta, "schema", major, strlen(major), mdb_rc, "meta"));
-    return put_one(db, txn, meta, "schema_minor", minor, strlen(minor), mdb_rc, "meta");
+    AT_TRY(put_text(db, txn, T_META, "schema", major, strlen(major), mdb_rc));
+    return put_text(db, txn, T_META, "schema_minor", minor, strlen(minor), mdb_rc);
 }
 
 /* First in every write transaction: refuses a file another process has moved to a newer major
@@ -348,9 +355,9 @@ static at_status put_schema(at_db *db, MDB_txn *txn, MDB_dbi meta, int *mdb_rc)
 static at_status meta_sync(at_db *db, MDB_txn *txn, int *mdb_rc)
 {
     int64_t major, minor;
-    AT_TRY(read_schema(db, txn, db->dbi[T_META], &major, &minor));
+    AT_TRY(read_schema(db, txn, db->e->dbi[T_META], &major, &minor));
     if (major == AT_DB_SCHEMA && minor >= AT_DB_SCHEMA_MINOR) return AT_OK;
-    return put_schema(db, txn, db->dbi[T_META], mdb_rc);
+    return put_schema(db, txn, mdb_rc);
 }
 
 typedef enum { META_OK, META_EMPTY } meta_state;
@@ -370,16 +377,16 @@ static at_status check_meta(at_db *db, meta_state *state)
         rc = mdb_dbi_open(txn, NULL, 0, &main_dbi);
         if (rc == MDB_SUCCESS) rc = mdb_stat(txn, main_dbi, &ms);
         if (rc != MDB_SUCCESS)
-            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", db->file,
+            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", db->e->file,
                         mdb_strerror(rc));
         else if (ms.ms_entries == 0)
             *state = META_EMPTY;
         else
             s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (no meta table)",
-                        db->file);
+                        db->e->file);
     } else if (rc != MDB_SUCCESS) {
-        s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (meta table: %s)", db->file,
-                    mdb_strerror(rc));
+        s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (meta table: %s)",
+                    db->e->file, mdb_strerror(rc));
     } else {
         int64_t major, minor;
         s = read_schema(db, txn, meta, &major, &minor);
@@ -393,30 +400,23 @@ static at_status check_meta(at_db *db, meta_state *state)
 static at_status init_body(at_db *db, MDB_txn *txn, void *unused, int *mdb_rc)
 {
     (void)unused;
-    MDB_dbi meta;
-    int rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &meta);
-    if (rc != MDB_SUCCESS) {
-        *mdb_rc = rc;
-        return mdb_fail(db, "creating table meta", rc);
-    }
-    MDB_val k = {6, "schema"}, v;
-    rc = mdb_get(txn, meta, &k, &v);
-    if (rc == MDB_SUCCESS) return AT_OK; /* initialised concurrently; checked again below */
-    if (rc != MDB_NOTFOUND) {
-        *mdb_rc = rc;
-        return mdb_fail(db, "reading meta", rc);
-    }
-    for (int t = T_RESULTS; t < T_COUNT; t++) {
-        MDB_dbi d;
-        rc = mdb_dbi_open(txn, k_tables[t], MDB_CREATE, &d);
+    for (int t = 0; t < T_COUNT; t++) {
+        int rc = mdb_dbi_open(txn, k_tables[t], MDB_CREATE, &db->e->dbi[t]);
         if (rc != MDB_SUCCESS) {
             *mdb_rc = rc;
             return mdb_fail(db, "creating a table", rc);
         }
     }
+    MDB_val k = {6, "schema"}, v;
+    int rc = mdb_get(txn, db->e->dbi[T_META], &k, &v);
+    if (rc == MDB_SUCCESS) return AT_OK; /* initialised concurrently; checked again below */
+    if (rc != MDB_NOTFOUND) {
+        *mdb_rc = rc;
+        return mdb_fail(db, "reading meta", rc);
+    }
     const char *by = "autotune " AT_VERSION_STRING;
-    AT_TRY(put_schema(db, txn, meta, mdb_rc));
-    return put_one(db, txn, meta, "created_by", by, strlen(by), mdb_rc, "meta");
+    AT_TRY(put_schema(db, txn, mdb_rc));
+    return put_text(db, txn, T_META, "created_by", by, strlen(by), mdb_rc);
 }
 
 /* Opens the four table handles (they exist once meta is valid). */
@@ -425,11 +425,11 @@ static at_status open_tables(at_db *db)
     MDB_txn *txn = NULL;
     AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
     for (int t = 0; t < T_COUNT; t++) {
-        int rc = mdb_dbi_open(txn, k_tables[t], 0, &db->dbi[t]);
+        int rc = mdb_dbi_open(txn, k_tables[t], 0, &db->e->dbi[t]);
         if (rc != MDB_SUCCESS) {
             mdb_txn_abort(txn);
             return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (table %s: %s)",
-                           db->file, k_tables[t], mdb_strerror(rc));
+                           db->e->file, k_tables[t], mdb_strerror(rc));
         }
     }
     int rc = mdb_txn_commit(txn); /* keeps the handles */
@@ -437,20 +437,96 @@ static at_status open_tables(at_db *db)
     return AT_OK;
 }
 
-at_status at_db_open(const char *path, int readonly, at_db **out)
+/* mdb_env_open with our settings. A read-only open where the lock file cannot be written
+ * (another user's database) or has no room (a full disk) goes on without it (MDB_NOLOCK): it
+ * then does not hold its snapshot against a writer in another process. */
+static int env_open(shared_env *e, const char *path, int readonly, int exists, int nolock)
 {
-    if (!out) return at_fail(AT_ERR_INVALID_ARG, "at_db_open: out is NULL");
-    *out = NULL;
-    if (!path || !*path) return at_fail(AT_ERR_INVALID_ARG, "database path is empty");
+    unsigned flags = (readonly ? MDB_RDONLY : 0) | (nolock ? MDB_NOLOCK : 0);
+    for (;;) {
+        int rc = mdb_env_create(&e->env);
+        if (rc == MDB_SUCCESS) rc = mdb_env_set_maxdbs(e->env, T_COUNT + 4);
+        if (rc == MDB_SUCCESS && !exists) rc = mdb_env_set_mapsize(e->env, AT_DB_INITIAL_MAP);
+        if (rc == MDB_SUCCESS) rc = mdb_env_open(e->env, path, flags, 0666);
+        if (rc == MDB_SUCCESS) return rc;
+        if (e->env) mdb_env_close(e->env);
+        e->env = NULL;
+        if (!(rc == EACCES && readonly && !(flags & MDB_NOLOCK))) return rc;
+        flags |= MDB_NOLOCK;
+    }
+}
 
-    char *file = at_asprintf("%s/data.mdb", path);
-    if (!file) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    at_status s = AT_OK;
-    at_db *db = NULL;
+/* Opens the environment of db's directory (db->e is new and empty): the file checked, LMDB
+ * opened, stale reader slots freed, meta read (and written for a new database), tables opened.
+ * *err: the errno of a failure that a read-only open might not meet. */
+static at_status open_env(at_db *db, int readonly, int *err)
+{
+    shared_env *e = db->e;
     int exists = 0;
+    AT_TRY(at_dbfile_check(e->file, &exists));
+    if (readonly && !exists)
+        return at_fail(AT_ERR_DB, "no database at %s (data.mdb is empty)", db->path);
+    if (!readonly && !exists) AT_TRY(check_free_space(db->path, err));
+    at_status s = prepare_lock_file(db->path, err);
+    if (s != AT_OK && !readonly) return s;
+    int rc = env_open(e, db->path, readonly, exists, s != AT_OK);
+    if (rc != MDB_SUCCESS) {
+        if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == EINVAL)
+            return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", e->file,
+                           mdb_strerror(rc));
+        *err = rc;
+        return at_fail(AT_ERR_DB, "cannot open database %s: %s", db->path, mdb_strerror(rc));
+    }
+    int dead = 0;
+    mdb_reader_check(e->env, &dead); /* slots of processes killed while reading */
+    meta_state state = META_OK;
+    AT_TRY(check_meta(db, &state));
+    if (state == META_EMPTY) {
+        if (readonly)
+            return at_fail(AT_ERR_DB, "no database at %s (the environment is empty)", db->path);
+        AT_TRY(write_txn(db, init_body, NULL));
+        AT_TRY(check_meta(db, &state));
+    }
+    AT_TRY(open_tables(db));
+    e->ready = 1;
 
-    if (readonly) {
-        struct stat st;
+    /* Existing files keep their recorded map size; never start below the initial size. */
+    MDB_envinfo info;
+    if (!readonly && mdb_env_info(e->env, &info) == MDB_SUCCESS &&
+        info.me_mapsize < AT_DB_INITIAL_MAP) {
+        if ((rc = mdb_env_set_mapsize(e->env, AT_DB_INITIAL_MAP)) != MDB_SUCCESS)
+            return mdb_fail(db, "setting the map size", rc);
+    }
+    return AT_OK;
+}
+
+static void env_free(shared_env *e)
+{
+    if (!e) return;
+    if (e->env) mdb_env_close(e->env);
+    pthread_mutex_destroy(&e->lock);
+    free(e->file);
+    free(e);
+}
+
+/* A fork() while another thread holds the registry leaves the child a usable one. */
+static void envs_lock(void) { pthread_mutex_lock(&g_envs_lock); }
+static void envs_unlock(void) { pthread_mutex_unlock(&g_envs_lock); }
+static void atfork_init(void) { pthread_atfork(envs_lock, envs_unlock, envs_unlock); }
+
+/* A new handle on path: the process's environment of that directory, or a new one. */
+static at_status open_handle(const char *path, int readonly, int *err, at_db **out)
+{
+    at_db *db = calloc(1, sizeof *db);
+    if (!db || !(db->path = at_strdup(path))) {
+        free(db);
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    db->readonly = readonly;
+    char *file = at_asprintf("%s/data.mdb", path);
+    struct stat st;
+    at_status s = file ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (s == AT_OK && readonly) {
         int e = 0;
         if (stat(path, &st) != 0)
             e = errno;
@@ -458,94 +534,120 @@ at_status at_db_open(const char *path, int readonly, at_db **out)
             e = ENOTDIR;
         else if (stat(file, &st) != 0)
             e = errno;
-        if (e) {
-            s = at_fail(AT_ERR_DB, "no database at %s (%s)", path, strerror(e));
-            goto fail;
-        }
-    } else if ((s = mkdir_p(path)) != AT_OK) {
-        goto fail;
+        if (e) s = at_fail(AT_ERR_DB, "no database at %s (%s)", path, strerror(e));
+    } else if (s == AT_OK) {
+        s = mkdir_p(path, err);
     }
-    if ((s = precheck_file(file, &exists)) != AT_OK) goto fail;
-    if (readonly && !exists) {
-        s = at_fail(AT_ERR_DB, "no database at %s (data.mdb is empty)", path);
-        goto fail;
+    if (s == AT_OK && stat(path, &st) != 0)
+        s = at_fail(AT_ERR_DB, "cannot use database directory %s: %s", path, strerror(errno));
+    if (s != AT_OK) {
+        free(file);
+        at_db_close(db);
+        return s;
     }
 
-    db = calloc(1, sizeof *db);
-    if (!db || !(db->path = at_strdup(path))) {
+    pthread_once(&g_atfork_once, atfork_init);
+    envs_lock();
+    shared_env *e = g_envs;
+    while (e && !(e->dev == st.st_dev && e->ino == st.st_ino && e->pid == getpid())) e = e->next;
+    if (e && e->readonly && !readonly) {
+        *err = -1;
+        s = at_fail(AT_ERR_DB,
+                    "database %s is open read-only in this process (LMDB opens a file once per "
+                    "process): close it before opening it read-write",
+                    path);
+    } else if (e) {
+        e->refs++;
+        db->e = e;
+    } else if (!(e = calloc(1, sizeof *e))) {
         s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-        goto fail;
-    }
-    db->file = file;
-    file = NULL;
-    db->readonly = readonly;
-    pthread_mutex_init(&db->lock, NULL);
-    int rc = mdb_env_create(&db->env);
-    if (rc != MDB_SUCCESS) {
-        s = mdb_fail(db, "creating the environment", rc);
-        goto fail;
-    }
-    if ((rc = mdb_env_set_maxdbs(db->env, T_COUNT + 4)) != MDB_SUCCESS) {
-        s = mdb_fail(db, "setting maxdbs", rc);
-        goto fail;
-    }
-    if (!exists && (rc = mdb_env_set_mapsize(db->env, AT_DB_INITIAL_MAP)) != MDB_SUCCESS) {
-        s = mdb_fail(db, "setting the map size", rc);
-        goto fail;
-    }
-    rc = mdb_env_open(db->env, path, readonly ? MDB_RDONLY : 0, 0666);
-    if (rc != MDB_SUCCESS) {
-        if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == EINVAL)
-            s = at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (%s)", db->file,
-                        mdb_strerror(rc));
-        else
-            s = at_fail(AT_ERR_DB, "cannot open database %s: %s", path, mdb_strerror(rc));
-        goto fail;
-    }
-
-    meta_state state = META_OK;
-    if ((s = check_meta(db, &state)) != AT_OK) goto fail;
-    if (state == META_EMPTY) {
-        if (readonly) {
-            s = at_fail(AT_ERR_DB, "no database at %s (the environment is empty)", path);
-            goto fail;
-        }
-        if ((s = write_txn(db, init_body, NULL)) != AT_OK) goto fail;
-        if ((s = check_meta(db, &state)) != AT_OK) goto fail;
-    }
-    if ((s = open_tables(db)) != AT_OK) goto fail;
-    db->ready = 1;
-
-    /* Existing files keep their recorded map size; never start below the initial size. */
-    MDB_envinfo info;
-    if (!readonly && mdb_env_info(db->env, &info) == MDB_SUCCESS &&
-        info.me_mapsize < AT_DB_INITIAL_MAP) {
-        if ((rc = mdb_env_set_mapsize(db->env, AT_DB_INITIAL_MAP)) != MDB_SUCCESS) {
-            s = mdb_fail(db, "setting the map size", rc);
-            goto fail;
+    } else {
+        *e = (shared_env){.dev = st.st_dev,
+                          .ino = st.st_ino,
+                          .pid = getpid(),
+                          .readonly = readonly,
+                          .refs = 1,
+                          .file = file};
+        file = NULL;
+        pthread_mutex_init(&e->lock, NULL);
+        db->e = e;
+        s = open_env(db, readonly, err);
+        if (s == AT_OK) {
+            e->next = g_envs;
+            g_envs = e;
+        } else {
+            db->e = NULL;
+            env_free(e);
         }
     }
+    envs_unlock();
     free(file);
+    if (s != AT_OK) {
+        at_db_close(db);
+        return s;
+    }
     *out = db;
     return AT_OK;
+}
 
-fail:
-    free(file);
-    at_db_close(db);
-    return s;
+at_status at_db_open(const char *path, int mode, at_db **out)
+{
+    if (!out) return at_fail(AT_ERR_INVALID_ARG, "at_db_open: out is NULL");
+    *out = NULL;
+    if (!path || !*path) return at_fail(AT_ERR_INVALID_ARG, "database path is empty");
+    if (mode != AT_DB_READWRITE && mode != AT_DB_READONLY && mode != AT_DB_WRITABLE_OR_READONLY)
+        return at_fail(AT_ERR_INVALID_ARG, "at_db_open: unknown mode %d", mode);
+    int err = 0;
+    at_status s = open_handle(path, mode == AT_DB_READONLY, &err, out);
+    if (s == AT_OK || mode != AT_DB_WRITABLE_OR_READONLY || s != AT_ERR_DB ||
+        (err != EACCES && err != EPERM && err != EROFS && err != ENOSPC && err != -1))
+        return s;
+    /* Not writable here: read-only, saying why; when that fails too, the first error stands
+     * unless the second says more (a damaged or newer file). */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", at_errmsg());
+    int rw_err = err;
+    at_status r = open_handle(path, 1, &err, out);
+    if (r != AT_OK) return r == AT_ERR_DB ? at_fail(s, "%s", why) : r;
+    (*out)->ro_reason = rw_err == -1
+                            ? at_strdup("it is open read-only elsewhere in this process")
+                            : at_asprintf("cannot write to %s: %s", path, strerror(rw_err));
+    if (!(*out)->ro_reason) {
+        at_db_close(*out);
+        *out = NULL;
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    return AT_OK;
 }
 
 void at_db_close(at_db *db)
 {
     if (!db) return;
-    if (db->env) mdb_env_close(db->env);
-    if (db->path) pthread_mutex_destroy(&db->lock);
+    shared_env *e = db->e;
+    if (e) {
+        envs_lock();
+        if (--e->refs == 0) {
+            shared_env **p = &g_envs;
+            while (*p && *p != e) p = &(*p)->next;
+            if (*p) *p = e->next;
+            env_free(e);
+        }
+        envs_unlock();
+    }
     free(db->path);
-    free(db->file);
+    free(db->ro_reason);
+    at_sb_free(&db->note);
     free(db);
 }
 
 const char *at_db_path(const at_db *db) { return db ? db->path : NULL; }
+
+const char *at_db_readonly_reason(const at_db *db)
+{
+    if (!db) return NULL;
+    if (db->ro_reason) return db->ro_reason;
+    return db->readonly ? "opened read-only" : NULL;
+}
 
 char *at_db_default_path(void)
 {
@@ -567,15 +669,59 @@ at_status at_db_read(const char *path, at_status (*fn)(at_db *db, void *arg), vo
 {
     at_db *db = NULL;
     char *def = path ? NULL : at_db_default_path();
-    at_status s = path || def ? at_db_open(path ? path : def, 1, &db)
+    at_status s = path || def ? at_db_open(path ? path : def, AT_DB_READONLY, &db)
                               : at_fail(AT_ERR_DB, "no database path: HOME is not set");
     if (s == AT_OK) s = fn(db, arg);
     if (s != AT_OK && why) snprintf(why, whylen, "%s", at_errmsg());
+    if (s == AT_OK && why && whylen) why[0] = '\0';
+    if (s == AT_OK && why) at_db_skipped(db, why, whylen);
     at_db_close(db);
     free(def);
     return s;
 }
 
+/* ---- records skipped as damaged --------------------------------------------------------- */
+
+#define AT_DB_NOTE_MAX 3 /* records named in a note; the rest are counted */
+
+/* Control bytes as '?': damaged text is shown, never sent to a terminal as it is. */
+static void printable(char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) p[i] = '?';
+}
+
+/* Counts a record a reader skipped; under the environment's lock. */
+static void note_skip(at_db *db, const char *table, const char *key, const char *why)
+{
+    size_t from = db->note.n;
+    if (db->skipped++ < AT_DB_NOTE_MAX) {
+        at_sb_printf(&db->note, "%s%s '%.200s': %.300s", from ? "; " : "", table, key, why);
+        if (!db->note.oom) printable(db->note.p + from, db->note.n - from);
+    }
+}
+
+void at_db_skip(at_db *db, const char *table, const char *key, const char *why)
+{
+    if (!db || !table || !key || !why || enter(db) != AT_OK) return;
+    note_skip(db, table, key, why);
+    leave(db);
+}
+
+size_t at_db_skipped(at_db *db, char *note, size_t len)
+{
+    if (!db || enter(db) != AT_OK) return 0;
+    size_t n = db->skipped;
+    if (note && len && n)
+        snprintf(note, len, "%s: skipped %zu damaged record%s (%s%s)", db->path, n,
+                 n == 1 ? "" : "s", at_sb_str(&db->note), n > AT_DB_NOTE_MAX ? "; ..." : "");
+    else if (note && len)
+        note[0] = '\0';
+    db->skipped = 0;
+    at_sb_clear(&db->note);
+    leave(db);
+    return n;
+}
 /* ---- records ---------------------------------------------------------------------------- */
 
 /* A record type of a table: its text form (cache/record.h) behind untyped pointers. */
@@ -650,8 +796,7 @@ static at_status results_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
     results_ctx *c = vctx;
     for (size_t i = 0; i < c->n; i++) {
         size_t from = i ? c->end[i - 1] : 0;
-        AT_TRY(put_one(db, txn, db->dbi[T_RESULTS], c->keys[i], c->text + from, c->end[i] - from,
-                       mdb_rc, "result"));
+        AT_TRY(put_text(db, txn, T_RESULTS, c->keys[i], c->text + from, c->end[i] - from, mdb_rc));
     }
     return AT_OK;
 }
@@ -695,7 +840,7 @@ static at_status best_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
 {
     best_ctx *c = vctx;
     MDB_val k = {strlen(c->key), (void *)c->key}, v;
-    int rc = mdb_get(txn, db->dbi[T_BEST], &k, &v);
+    int rc = mdb_get(txn, db->e->dbi[T_BEST], &k, &v);
     if (rc == MDB_SUCCESS && !c->force) {
         at_best_rec old;
         at_status s = at_best_rec_parse(v.mv_data, v.mv_size, &old);
@@ -708,7 +853,7 @@ static at_status best_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
         *mdb_rc = rc;
         return mdb_fail(db, "reading best", rc);
     }
-    return put_one(db, txn, db->dbi[T_BEST], c->key, c->text.p, c->text.n, mdb_rc, "best");
+    return put_text(db, txn, T_BEST, c->key, c->text.p, c->text.n, mdb_rc);
 }
 
 at_status at_db_put_best(at_db *db, const char *key, const at_best_rec *rec, int force)
@@ -731,24 +876,96 @@ at_status at_db_get_best(at_db *db, const char *key, at_best_rec *out)
 
 /* ---- binaries --------------------------------------------------------------------------- */
 
+/* A stored binary is a 24-byte header and the code: "\x89ATB", the format (u32, 2), the code's
+ * length (u64) and CRC-32 (u32), 4 zero bytes; little-endian. Format 1 is autotune 0.1's bare
+ * code: it cannot be checked, so it is never handed out (the kernel is compiled again). */
+#define BIN_MAGIC                                                                                  \
+    "\x89"                                                                                         \
+    "ATB"
+#define BIN_FORMAT 2
+#define BIN_HEADER 24
+
+typedef enum { BIN_OK, BIN_ABSENT, BIN_DAMAGED } bin_state;
+
+static void le_put(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t le_get(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n; i--;) v = v << 8 | p[i];
+    return v;
+}
+
+static void bin_header(unsigned char h[BIN_HEADER], const void *code, size_t len)
+{
+    memset(h, 0, BIN_HEADER);
+    memcpy(h, BIN_MAGIC, 4);
+    le_put(h + 4, BIN_FORMAT, 4);
+    le_put(h + 8, len, 8);
+    le_put(h + 16, crc32_z(0, code, len), 4);
+}
+
+/* What a stored value of n bytes is: BIN_OK with the code's length in *len, else why not. */
+static bin_state bin_parse(const unsigned char *v, size_t n, size_t *len, char *why, size_t whylen)
+{
+    if (n < 4 || memcmp(v, BIN_MAGIC, 4) != 0) {
+        snprintf(why, whylen, "no header (autotune 0.1): compiled again");
+        return BIN_ABSENT;
+    }
+    if (n < BIN_HEADER) {
+        snprintf(why, whylen, "truncated header (%zu bytes)", n);
+        return BIN_DAMAGED;
+    }
+    uint64_t format = le_get(v + 4, 4), want = le_get(v + 8, 8);
+    if (format > BIN_FORMAT) {
+        snprintf(why, whylen, "format %llu, newer than this autotune's %d: compiled again",
+                 (unsigned long long)format, BIN_FORMAT);
+        return BIN_ABSENT;
+    }
+    if (format != BIN_FORMAT) {
+        snprintf(why, whylen, "unknown format %llu", (unsigned long long)format);
+        return BIN_DAMAGED;
+    }
+    if (want != n - BIN_HEADER) {
+        snprintf(why, whylen, "truncated: %zu bytes of code stored, the header says %llu",
+                 n - BIN_HEADER, (unsigned long long)want);
+        return BIN_DAMAGED;
+    }
+    if (le_get(v + 16, 4) != crc32_z(0, v + BIN_HEADER, want)) {
+        snprintf(why, whylen, "checksum mismatch");
+        return BIN_DAMAGED;
+    }
+    *len = want;
+    return BIN_OK;
+}
+
 typedef struct bin_ctx {
     const char *hash;
     const void *bin;
     size_t len;
+    unsigned char head[BIN_HEADER];
 } bin_ctx;
 
 static at_status bin_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
 {
     bin_ctx *c = vctx;
-    return put_one(db, txn, db->dbi[T_BINARIES], c->hash, c->bin, c->len, mdb_rc, "binary");
+    MDB_val v = {BIN_HEADER + c->len, NULL};
+    AT_TRY(put_one(db, txn, T_BINARIES, c->hash, &v, MDB_RESERVE, mdb_rc));
+    memcpy(v.mv_data, c->head, BIN_HEADER);
+    memcpy((unsigned char *)v.mv_data + BIN_HEADER, c->bin, c->len);
+    return AT_OK;
 }
 
 at_status at_db_put_binary(at_db *db, const char *hash, const void *bin, size_t len)
 {
     if (!bin && len) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_binary: bin is NULL");
+    bin_ctx c = {hash, bin ? bin : "", len, {0}};
+    bin_header(c.head, c.bin, len);
     AT_TRY(enter(db));
     at_status s = check_key(db, hash);
-    bin_ctx c = {hash, bin ? bin : "", len};
     if (s == AT_OK) s = write_txn(db, bin_body, &c);
     leave(db);
     return s;
@@ -757,11 +974,20 @@ at_status at_db_put_binary(at_db *db, const char *hash, const void *bin, size_t 
 at_status at_db_get_binary(at_db *db, const char *hash, void **bin, size_t *len)
 {
     if (!bin || !len) return at_fail(AT_ERR_INVALID_ARG, "at_db_get_binary: NULL argument");
-    char *data = NULL;
-    size_t n = 0;
+    char *data = NULL, why[160];
+    size_t n = 0, code = 0;
     AT_TRY(get_locked(db, T_BINARIES, hash, &data, &n));
+    bin_state st = bin_parse((const unsigned char *)data, n, &code, why, sizeof why);
+    if (st != BIN_OK) {
+        free(data);
+        return at_fail(st == BIN_ABSENT ? AT_ERR_NOT_FOUND : AT_ERR_DB_CORRUPT,
+                       "database %s: binary '%s' %s: %s", db->path, hash,
+                       st == BIN_ABSENT ? "is not used" : "is damaged", why);
+    }
+    memmove(data, data + BIN_HEADER, code);
+    data[code] = '\0';
     *bin = data;
-    *len = n;
+    *len = code;
     return AT_OK;
 }
 
@@ -772,9 +998,48 @@ static int line_copy(at_sbuf *b, const void *v, size_t n)
 {
     at_sb_clear(b);
     at_sb_put(b, v, n);
-    for (size_t i = 0; i < b->n && !b->oom; i++)
-        if ((unsigned char)b->p[i] < 0x20 || b->p[i] == 0x7f) b->p[i] = '?';
-    return b->oom ? -1 : 0;
+    if (b->oom) return -1;
+    printable(b->p, b->n);
+    return 0;
+}
+
+/* 1 when a key holds a control byte: a reader could not look it up by its text. */
+static int key_unusable(const MDB_val *k)
+{
+    for (size_t i = 0; i < k->mv_size; i++) {
+        unsigned char c = ((const unsigned char *)k->mv_data)[i];
+        if (c < 0x20 || c == 0x7f) return 1;
+    }
+    return 0;
+}
+
+/* The text a scan shows for a value of table t: the record as stored, or for a binary its size.
+ * 1 (with why) for a record a reader cannot use: it is skipped. */
+static int scan_value(int t, const MDB_val *v, char *text, size_t len, const void **out, size_t *n,
+                      char *why, size_t whylen)
+{
+    *out = v->mv_data;
+    *n = v->mv_size;
+    if (t == T_RESULTS || t == T_BEST) {
+        union {
+            at_result_rec r;
+            at_best_rec b;
+        } rec;
+        at_status s = t == T_RESULTS ? at_result_rec_parse(v->mv_data, v->mv_size, &rec.r)
+                                     : at_best_rec_parse(v->mv_data, v->mv_size, &rec.b);
+        if (s != AT_OK) snprintf(why, whylen, "%s", at_errmsg());
+        return s != AT_OK;
+    }
+    if (t != T_BINARIES) return 0;
+    size_t code = 0;
+    char w[160];
+    bin_state st = bin_parse(v->mv_data, v->mv_size, &code, w, sizeof w);
+    if (st == BIN_DAMAGED) snprintf(why, whylen, "binary is damaged: %s", w);
+    if (st == BIN_OK) snprintf(text, len, "%zu bytes", code);
+    if (st == BIN_ABSENT) snprintf(text, len, "%zu bytes, %s", v->mv_size, w);
+    *out = text;
+    *n = strlen(text);
+    return st == BIN_DAMAGED;
 }
 
 at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_visit_fn fn,
@@ -789,7 +1054,7 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
                        "unknown database table '%s' (meta, results, best, binaries)", table);
     AT_TRY(enter(db));
     size_t plen = prefix ? strlen(prefix) : 0;
-    if (plen > (size_t)mdb_env_get_maxkeysize(db->env)) {
+    if (plen > (size_t)mdb_env_get_maxkeysize(db->e->env)) {
         leave(db);
         return AT_OK; /* no key can start with it */
     }
@@ -800,7 +1065,7 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
         return s;
     }
     MDB_cursor *cur = NULL;
-    int rc = mdb_cursor_open(txn, db->dbi[t], &cur);
+    int rc = mdb_cursor_open(txn, db->e->dbi[t], &cur);
     if (rc != MDB_SUCCESS) {
         mdb_txn_abort(txn);
         leave(db);
@@ -811,22 +1076,26 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
     at_sbuf kbuf = {0}, vbuf = {0};
     while (rc == MDB_SUCCESS) {
         if (plen && (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)) break;
-        char sizebuf[48];
+        char text[256], why[512];
         const void *vp = v.mv_data;
         size_t vn = v.mv_size;
-        if (t == T_BINARIES) {
-            snprintf(sizebuf, sizeof sizebuf, "%zu bytes", v.mv_size);
-            vp = sizebuf;
-            vn = strlen(sizebuf);
-        }
+        int skip = key_unusable(&k);
+        if (skip)
+            snprintf(why, sizeof why, "the key holds control bytes");
+        else
+            skip = scan_value(t, &v, text, sizeof text, &vp, &vn, why, sizeof why);
         if (line_copy(&kbuf, k.mv_data, k.mv_size) || line_copy(&vbuf, vp, vn)) {
             s = at_fail(AT_ERR_NO_MEMORY, "out of memory scanning %s", db->path);
             break;
         }
-        t_scanning = db;
-        int stop = fn(user, at_sb_str(&kbuf), at_sb_str(&vbuf));
-        t_scanning = NULL;
-        if (stop) break;
+        if (skip) {
+            note_skip(db, table, at_sb_str(&kbuf), why);
+        } else {
+            t_scanning = db->e;
+            int stop = fn(user, at_sb_str(&kbuf), at_sb_str(&vbuf));
+            t_scanning = NULL;
+            if (stop) break;
+        }
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
     if (s == AT_OK && rc != MDB_SUCCESS && rc != MDB_NOTFOUND) s = mdb_fail(db, "scanning", rc);
@@ -837,7 +1106,6 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
     leave(db);
     return s;
 }
-
 /* ---- key lists ------------------------------------------------------------------------------ */
 
 typedef struct key_list {

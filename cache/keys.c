@@ -7,6 +7,31 @@
 
 static const char *const k_part_names[] = {"problem", "device", "template hash", "config"};
 
+#define HASH_TAIL 17 /* '~' and 16 hex digits */
+
+/* Part s of n bytes (more than max) shortened to max bytes into out: its first bytes, cut where
+ * no UTF-8 character is split, '~' and the hash of all of it. Returns the length. */
+static size_t shorten(const char *s, size_t n, size_t max, char out[AT_KEY_MAX + 1])
+{
+    size_t keep = max - HASH_TAIL;
+    while (keep > 0 && ((unsigned char)s[keep] & 0xc0) == 0x80) keep--;
+    memcpy(out, s, keep);
+    out[keep] = '~';
+    at_hash_hex(at_hash(AT_HASH_SEED, s, n), out + keep + 1);
+    return keep + HASH_TAIL;
+}
+
+/* Appends part s to b as a key stores it: shortened when longer than max. */
+static void put_part(at_sbuf *b, const char *s, size_t max)
+{
+    char buf[AT_KEY_MAX + 1];
+    size_t n = strlen(s);
+    if (n <= max)
+        at_sb_put(b, s, n);
+    else
+        at_sb_put(b, buf, shorten(s, n, max, buf));
+}
+
 /* Joins parts[0..n) with '|', plus a trailing '|' for a prefix. Every part is non-empty; a part
  * other than the last of a full results key (free_last) must hold no '|'. */
 static char *join(const char *const *parts, int n, int free_last, int trailing)
@@ -26,7 +51,8 @@ static char *join(const char *const *parts, int n, int free_last, int trailing)
             return NULL;
         }
         if (i) at_sb_putc(&b, AT_KEY_SEP);
-        at_sb_puts(&b, parts[i]);
+        /* The config, last, gets what the other parts leave (at least 124 bytes). */
+        put_part(&b, parts[i], free_last && i == n - 1 ? AT_KEY_MAX - b.n : AT_KEY_PART_MAX);
     }
     if (trailing) at_sb_putc(&b, AT_KEY_SEP);
     char *key = at_sb_take(&b);
@@ -96,7 +122,22 @@ at_status at_best_key_split(const char *key, at_best_key *out)
 
 int at_key_part_is(at_key_part p, const char *s)
 {
-    return s && strlen(s) == p.n && memcmp(p.s, s, p.n) == 0;
+    if (!s) return 0;
+    char buf[AT_KEY_MAX + 1];
+    size_t n = strlen(s);
+    if (n > AT_KEY_PART_MAX) {
+        n = shorten(s, n, AT_KEY_PART_MAX, buf);
+        s = buf;
+    }
+    return n == p.n && memcmp(p.s, s, p.n) == 0;
+}
+
+int at_key_part_shortened(at_key_part p)
+{
+    if (p.n < HASH_TAIL || p.s[p.n - HASH_TAIL] != '~') return 0;
+    for (size_t i = p.n - HASH_TAIL + 1; i < p.n; i++)
+        if (!p.s[i] || !strchr("0123456789abcdef", p.s[i])) return 0;
+    return 1;
 }
 
 int at_key_part_eq(at_key_part a, at_key_part b)

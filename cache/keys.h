@@ -10,6 +10,13 @@
  *
  * Everything that reads a key's parts uses at_result_key_split / at_best_key_split; nothing
  * else looks for the '|'.
+ *
+ * Keys always fit LMDB's 511 bytes: a problem, device or template hash longer than
+ * AT_KEY_PART_MAX bytes is stored shortened, as its first bytes (cut at a UTF-8 character
+ * boundary), '~' and the 16 hex digits of the whole part's at_hash, AT_KEY_PART_MAX bytes in
+ * all; a config longer than what is left of the 511 bytes is shortened the same way to fit. The
+ * same text always gives the same key, so lookups find what was stored, and prefixes select
+ * the same ranges.
  */
 #ifndef AT_KEYS_H
 #define AT_KEYS_H
@@ -18,7 +25,9 @@
 
 #include <stddef.h>
 
-#define AT_KEY_SEP '|'
+#define AT_KEY_SEP      '|'
+#define AT_KEY_MAX      511 /* LMDB's limit on a key, in bytes */
+#define AT_KEY_PART_MAX 128 /* a longer problem, device or template hash is shortened */
 
 /* A part of a key: s points into the key it was split from (not NUL-terminated). */
 typedef struct at_key_part {
@@ -34,8 +43,9 @@ typedef struct at_best_key {
     at_key_part problem, device;
 } at_best_key;
 
-/* The keys, malloc'd. NULL when a part is NULL or empty, when problem, device or thash holds a
- * '|' (at_errmsg() says which part; AT_ERR_INVALID_ARG) or when out of memory. */
+/* The keys, malloc'd, at most AT_KEY_MAX bytes (long parts shortened, above). NULL when a part is
+ * NULL or empty, when problem, device or thash holds a '|' (at_errmsg() says which part;
+ * AT_ERR_INVALID_ARG) or when out of memory. */
 char *at_db_result_key(const char *problem, const char *device, const char *thash,
                        const char *config);
 char *at_db_best_key(const char *problem, const char *device);
@@ -49,8 +59,12 @@ char *at_db_results_prefix(const char *problem, const char *device, const char *
 at_status at_result_key_split(const char *key, at_result_key *out);
 at_status at_best_key_split(const char *key, at_best_key *out);
 
-/* 1 when the part's text is exactly s. */
+/* 1 when the part holds s as a key stores it: exactly s, or s shortened (for a problem, device
+ * or template hash longer than AT_KEY_PART_MAX). */
 int at_key_part_is(at_key_part p, const char *s);
+/* 1 when the part was shortened to fit (ends in '~' and 16 hex digits): its full text is not in
+ * the key (a shortened config cannot be split into its values). */
+int at_key_part_shortened(at_key_part p);
 /* 1 when two parts hold the same text. */
 int at_key_part_eq(at_key_part a, at_key_part b);
 /* A malloc'd NUL-terminated copy; NULL when out of memory. */

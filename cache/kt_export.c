@@ -43,21 +43,33 @@ static void json_value(at_sbuf *b, const char *v)
 
 /* ---- the selected results ------------------------------------------------------------------ */
 
-/* The device (field 0) or template hash (field 1) of a results key. */
-static at_key_part part_of(const at_result_key *k, int field)
+#define MAX_PARAMS 64
+
+/* A result selected for the export: its key's parts, its config split into names and values
+ * (in cfg, owned), its record. */
+typedef struct selected {
+    at_result_key k;
+    char *cfg;
+    int n;
+    char *name[MAX_PARAMS], *value[MAX_PARAMS];
+    at_result_rec rec;
+} selected;
+
+/* The device (field 0) or template hash (field 1) of a selected result's key. */
+static at_key_part part_of(const selected *e, int field)
 {
-    return field ? k->thash : k->device;
+    return field ? e->k.thash : e->k.device;
 }
 
-/* The distinct values of field among keys, quoted and comma-separated. */
-static char *distinct(const at_result_key *k, size_t n, int field)
+/* The distinct values of field among the selected results, quoted and comma-separated. */
+static char *distinct(const selected *v, size_t n, int field)
 {
     at_sbuf b = {0};
     for (size_t i = 0; i < n; i++) {
-        at_key_part v = part_of(&k[i], field);
+        at_key_part x = part_of(&v[i], field);
         int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++) seen = at_key_part_eq(part_of(&k[j], field), v);
-        if (!seen) at_sb_printf(&b, "%s'%.*s'", b.n ? ", " : "", (int)v.n, v.s);
+        for (size_t j = 0; j < i && !seen; j++) seen = at_key_part_eq(part_of(&v[j], field), x);
+        if (!seen) at_sb_printf(&b, "%s'%.*s'", b.n ? ", " : "", (int)x.n, x.s);
     }
     return at_sb_take(&b);
 }
@@ -76,14 +88,7 @@ static const char *kt_failure(at_result_status s)
     }
 }
 
-/* ---- config text "A=1,B=2" ------------------------------------------------------------------ */
-
-#define MAX_PARAMS 64
-
-typedef struct {
-    int n;
-    char *name[MAX_PARAMS], *value[MAX_PARAMS];
-} config;
+/* ---- config values ------------------------------------------------------------------------ */
 
 static int cmp_value(const void *a, const void *b)
 {
@@ -98,29 +103,12 @@ static int cmp_value(const void *a, const void *b)
 
 /* ---- the export ------------------------------------------------------------------------------ */
 
-static at_status write_cache(at_sbuf *b, const char *problem, const char *device, char **configs,
-                             const at_result_rec *recs, size_t n)
+static at_status write_cache(at_sbuf *b, const char *problem, const char *device, const selected *v,
+                             size_t n)
 {
-    /* Parameters: the names of the first config; every config must have the same. */
-    config *cs = calloc(n, sizeof *cs);
     const char **vals = calloc(n, sizeof *vals);
-    at_status s = cs && vals ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    for (size_t i = 0; s == AT_OK && i < n; i++) {
-        cs[i].n = at_config_split(configs[i], cs[i].name, cs[i].value, MAX_PARAMS);
-        if (cs[i].n < 0 || cs[i].n != cs[0].n)
-            s = at_fail(AT_ERR_DB_CORRUPT, "result %zu has a malformed or different config", i);
-        for (int p = 0; s == AT_OK && p < cs[i].n; p++)
-            if (strcmp(cs[i].name[p], cs[0].name[p]) != 0)
-                s = at_fail(AT_ERR_DB_CORRUPT,
-                            "results name different parameters ('%s' and '%s' in position %d)",
-                            cs[0].name[p], cs[i].name[p], p + 1);
-    }
-    if (s != AT_OK) {
-        free(cs);
-        free(vals);
-        return s;
-    }
-    const config *c0 = &cs[0];
+    if (!vals) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    const selected *c0 = &v[0];
     char op[64] = "";
     snprintf(op, sizeof op, "%.*s", (int)strcspn(problem, "/"), problem);
     at_sb_printf(b, "{\n\"device_name\": ");
@@ -151,7 +139,7 @@ static at_status write_cache(at_sbuf *b, const char *problem, const char *device
     }
     at_sb_printf(b, "],\n\"tune_params\": {");
     for (int p = 0; p < c0->n; p++) {
-        for (size_t i = 0; i < n; i++) vals[i] = cs[i].value[p];
+        for (size_t i = 0; i < n; i++) vals[i] = v[i].value[p];
         qsort(vals, n, sizeof *vals, cmp_value);
         at_sb_printf(b, "%s\n", p ? "," : "");
         json_str(b, c0->name[p]);
@@ -166,8 +154,8 @@ static at_status write_cache(at_sbuf *b, const char *problem, const char *device
     at_sb_printf(b, "\n},\n\"objective\": \"time\",\n\"objective_higher_is_better\": false,\n"
                     "\"cache\": {");
     for (size_t i = 0; i < n; i++) {
-        const config *c = &cs[i];
-        const at_result_rec *r = &recs[i];
+        const selected *c = &v[i];
+        const at_result_rec *r = &c->rec;
         at_sb_printf(b, "%s\n\"", i ? "," : "");
         for (int p = 0; p < c->n; p++) at_sb_printf(b, "%s%s", p ? "," : "", c->value[p]);
         at_sb_printf(b, "\": {");
@@ -201,9 +189,48 @@ static at_status write_cache(at_sbuf *b, const char *problem, const char *device
         at_sb_printf(b, "}");
     }
     at_sb_printf(b, "\n}\n}\n");
-    free(cs);
     free(vals);
     return b->oom ? at_fail(AT_ERR_NO_MEMORY, "out of memory") : AT_OK;
+}
+
+typedef enum { SEL_KEEP, SEL_OTHER, SEL_SKIP } sel_result;
+
+/* Reads the result at key into e: SEL_KEEP; SEL_OTHER when it is of another template version
+ * than thash (NULL: any); SEL_SKIP with *why when it cannot be exported (damaged). A failure
+ * that ends the export goes to *s. */
+static sel_result select_one(at_db *db, const char *key, const char *thash, selected *e,
+                             const char **why, at_status *s)
+{
+    *why = NULL;
+    if (at_result_key_split(key, &e->k) != AT_OK)
+        *why = at_errmsg();
+    else if (thash && !at_key_part_is(e->k.thash, thash))
+        return SEL_OTHER;
+    else if (at_key_part_shortened(e->k.config))
+        *why = "its config was shortened to fit the key";
+    if (*why) return SEL_SKIP;
+    if (!(e->cfg = at_key_part_dup(e->k.config))) {
+        *s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        return SEL_OTHER;
+    }
+    e->n = at_config_split(e->cfg, e->name, e->value, MAX_PARAMS);
+    at_status g = e->n < 0 ? AT_OK : at_db_get_result(db, key, &e->rec);
+    if (e->n < 0)
+        *why = "malformed config";
+    else if (g == AT_ERR_DB_CORRUPT || g == AT_ERR_DB_VERSION || g == AT_ERR_NOT_FOUND)
+        *why = at_errmsg(); /* not found: a damaged key out of order, listed but not found */
+    else
+        *s = g;
+    return *why ? SEL_SKIP : SEL_KEEP;
+}
+
+/* 1 when e names the same parameters as first, in the same order. */
+static int same_params(const selected *e, const selected *first)
+{
+    if (e->n != first->n) return 0;
+    for (int p = 0; p < e->n; p++)
+        if (strcmp(e->name[p], first->name[p]) != 0) return 0;
+    return 1;
 }
 
 static at_status export_kt(at_db *db, const char *problem, const char *device, const char *thash,
@@ -216,47 +243,59 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
     char *prefix = at_db_results_prefix(problem, device, NULL);
     at_status s = prefix ? at_db_keys(db, "results", prefix, &keys, &n) : AT_ERR_INVALID_ARG;
     free(prefix);
-    at_result_key *parts = calloc(n + 1, sizeof *parts);
-    size_t *sel = calloc(n + 1, sizeof *sel); /* the kept keys */
-    char **cfg = calloc(n + 1, sizeof *cfg);  /* their configs, split in place by write_cache */
-    at_result_rec *recs = calloc(n + 1, sizeof *recs);
-    if (s == AT_OK && (!parts || !sel || !cfg || !recs))
-        s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    selected *v = calloc(n + 1, sizeof *v);
+    if (s == AT_OK && !v) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     if (s == AT_OK && n == 0)
         s = at_fail(AT_ERR_NOT_FOUND, "no results for problem '%s'%s%s%s in %s", problem,
                     device ? " on device '" : "", device ? device : "", device ? "'" : "",
                     at_db_path(db));
-    /* Keep the results of the requested template (all when thash is NULL). */
-    size_t m = 0;
+    /* Keep the results of the requested template (all when thash is NULL) that can be read;
+     * a damaged one is skipped and counted (at_db_skipped), not the end of the export. */
+    size_t m = 0, damaged = 0;
     for (size_t i = 0; s == AT_OK && i < n; i++) {
-        s = at_result_key_split(keys[i], &parts[m]);
-        if (s != AT_OK || (thash && !at_key_part_is(parts[m].thash, thash))) continue;
-        sel[m] = i;
-        cfg[m] = at_key_part_dup(parts[m].config);
-        if (!cfg[m++]) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        selected *e = &v[m];
+        const char *why;
+        sel_result r = select_one(db, keys[i], thash, e, &why, &s);
+        if (r == SEL_KEEP && s == AT_OK && m && !same_params(e, &v[0])) {
+            r = SEL_SKIP;
+            why = "its config names other parameters than the rest";
+        }
+        if (r == SEL_SKIP) {
+            at_db_skip(db, "results", keys[i], why);
+            damaged++;
+        }
+        if (r == SEL_KEEP && s == AT_OK) {
+            m++;
+        } else {
+            free(e->cfg);
+            e->cfg = NULL;
+        }
     }
-    if (s == AT_OK && m == 0)
+    if (s == AT_OK && m == 0 && thash && !damaged)
         s = at_fail(AT_ERR_NOT_FOUND, "no results for problem '%s' with template hash '%s' in %s",
                     problem, thash, at_db_path(db));
+    else if (s == AT_OK && m == 0)
+        s = at_fail(AT_ERR_NOT_FOUND,
+                    "no readable results for problem '%s' in %s (%zu skipped as damaged)", problem,
+                    at_db_path(db), damaged);
     /* One device and one template version per file: a space is one kernel on one device. */
     for (int field = 0; s == AT_OK && field < 2; field++) {
         int many = 0;
         for (size_t i = 1; i < m && !many; i++)
-            many = !at_key_part_eq(part_of(&parts[i], field), part_of(&parts[0], field));
+            many = !at_key_part_eq(part_of(&v[i], field), part_of(&v[0], field));
         if (!many) continue;
-        char *list = distinct(parts, m, field);
+        char *list = distinct(v, m, field);
         s = at_fail(AT_ERR_INVALID_ARG,
                     "results of problem '%s' come from several %s (%s); pick one with %s", problem,
                     field ? "template versions" : "devices", list ? list : "?",
                     field ? "--template HASH" : "--device KEY");
         free(list);
     }
-    for (size_t i = 0; s == AT_OK && i < m; i++) s = at_db_get_result(db, keys[sel[i]], &recs[i]);
 
     at_sbuf b = {0};
-    char *dev = s == AT_OK ? at_key_part_dup(parts[0].device) : NULL;
+    char *dev = s == AT_OK ? at_key_part_dup(v[0].k.device) : NULL;
     if (s == AT_OK && !dev) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    if (s == AT_OK) s = write_cache(&b, problem, dev, cfg, recs, m);
+    if (s == AT_OK) s = write_cache(&b, problem, dev, v, m);
     if (s == AT_OK) {
         FILE *f = out_path ? fopen(out_path, "wb") : stdout;
         if (!f) {
@@ -270,10 +309,8 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
     at_sb_free(&b);
     free(dev);
     at_db_keys_free(keys, n);
-    at_db_keys_free(cfg, m);
-    free(parts);
-    free(sel);
-    free(recs);
+    for (size_t i = 0; i < m; i++) free(v ? v[i].cfg : NULL);
+    free(v);
     return s;
 }
 

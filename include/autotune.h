@@ -158,9 +158,12 @@ typedef struct at_tune_report {
 
 /* ---- context ---------------------------------------------------------------------------- */
 
-/* Opens a backend, a device and the database. Returns AT_ERR_NO_BACKEND, AT_ERR_NO_DEVICE,
- * AT_ERR_DB, AT_ERR_DB_CORRUPT, AT_ERR_DB_VERSION or AT_ERR_INVALID_ARG; on failure *out is a
- * context that only carries the error message (read it, then destroy it) or NULL without memory. */
+/* Opens a backend, a device and the database. A database this process cannot write (a read-only
+ * file system, another user's files, a full disk) is opened read-only: lookups work, and what
+ * would be stored fails with AT_ERR_DB saying why. Returns AT_ERR_NO_BACKEND, AT_ERR_NO_DEVICE,
+ * AT_ERR_DB, AT_ERR_DB_CORRUPT (a damaged database file), AT_ERR_DB_VERSION or
+ * AT_ERR_INVALID_ARG; on failure *out is a context that only carries the error message (read it,
+ * then destroy it) or NULL without memory. */
 at_status at_context_create(const at_context_options *opts, at_context **out);
 void at_context_destroy(at_context *ctx); /* accepts NULL */
 /* The detailed message of the last failure on ctx (a compiler log, a path); "" if none. */
@@ -274,7 +277,8 @@ at_status at_gemm_compile_space(const char *backend, const char *arch, const at_
 
 /* Visits the entries of a database table ("results", "best", "binaries", "meta") whose key
  * starts with prefix (NULL: all), as readable key and value text. Opens path read-only;
- * AT_ERR_DB, AT_ERR_DB_CORRUPT, AT_ERR_DB_VERSION with the detail in *why (may be NULL). */
+ * AT_ERR_DB, AT_ERR_DB_CORRUPT, AT_ERR_DB_VERSION with the detail in *why (may be NULL). A
+ * damaged entry is skipped: on AT_OK, *why is "" or a warning naming what was skipped. */
 at_status at_db_visit(const char *path, const char *table, const char *prefix,
                       int (*visit)(void *user, const char *key, const char *value), void *user,
                       char *why, size_t whylen);
@@ -329,7 +333,8 @@ char *at_db_default_location(void);
  * template versions; a file holds one of each, else AT_ERR_INVALID_ARG naming the choices.
  * Times are the medians in ms; a failed config's time is "CompilationFailedConfig",
  * "InvalidConfig" (rejected before launch) or "RuntimeFailedConfig". AT_ERR_NOT_FOUND when
- * nothing matches; AT_ERR_DB*, AT_ERR_IO, with the detail in *why (may be NULL). */
+ * nothing matches; AT_ERR_DB*, AT_ERR_IO, with the detail in *why (may be NULL). A damaged result
+ * is left out: on AT_OK, *why is "" or a warning naming what was left out. */
 at_status at_db_export_kernel_tuner(const char *path, const char *problem, const char *device,
                                     const char *template_hash, const char *out_path, char *why,
                                     size_t whylen);

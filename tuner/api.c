@@ -134,7 +134,9 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
         ctx->db_path = o.db_path ? at_strdup(o.db_path) : at_db_default_path();
         if (!ctx->db_path) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     }
-    if (s == AT_OK) s = at_db_open(ctx->db_path, 0, &ctx->db);
+    /* A database this process cannot write still answers lookups: writes then fail with the
+     * reason (at_db_readonly_reason). */
+    if (s == AT_OK) s = at_db_open(ctx->db_path, AT_DB_WRITABLE_OR_READONLY, &ctx->db);
     if (s == AT_OK) s = ctx->ops->open(o.device, &ctx->dev);
     ctx->device_index = o.device;
     ctx->compile_threads = o.compile_threads;

@@ -10,6 +10,8 @@
 
 #include "tmpdir.h"
 
+#include "dbtest.h"
+
 #include "cache/db.h"
 
 #include <errno.h>
@@ -22,21 +24,6 @@
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-static char *sub(void **state, const char *name)
-{
-    char *p = NULL;
-    assert_true(asprintf(&p, "%s/%s", (const char *)*state, name) > 0);
-    return p;
-}
-
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
 
 /* The whole file, for byte-for-byte comparison. */
 static char *slurp(const char *path, size_t *n)
@@ -110,23 +97,6 @@ static at_best_rec sample_best(const char *hash, double t)
     snprintf(b.compiler, sizeof b.compiler, "nvrtc 12.4 \"release\"");
     snprintf(b.driver, sizeof b.driver, "550.54.15");
     return b;
-}
-
-/* Raw LMDB: put meta/key=value (the database must not be open in this process). */
-static void raw_put(const char *path, const char *table, const char *key, const char *value)
-{
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi dbi;
-    assert_int_equal(mdb_env_create(&env), 0);
-    assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
-    assert_int_equal(mdb_env_open(env, path, 0, 0666), 0);
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    assert_int_equal(mdb_dbi_open(txn, table, MDB_CREATE, &dbi), 0);
-    MDB_val k = {strlen(key), (void *)key}, v = {strlen(value), (void *)value};
-    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
-    assert_int_equal(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
 }
 
 typedef struct collect {
