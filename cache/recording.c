@@ -468,7 +468,8 @@ static at_status load_from_db(at_db *db, const char *dir, const char *select, at
     size_t *cap = calloc(np, sizeof *cap);
     if (st == AT_OK && !cap) st = oom();
     char *names[MAX_PARAMS], *values[MAX_PARAMS];
-    for (size_t i = 0; st == AT_OK && i < n; i++) {
+    /* A damaged record or key is skipped (at_db_skip: the caller hears of it), the rest kept. */
+    for (size_t i = 0, w = 0; st == AT_OK && i < n; i++) {
         at_result_key k;
         st = at_result_key_split(keys[i], &k);
         if (st == AT_OK &&
@@ -478,33 +479,39 @@ static at_status load_from_db(at_db *db, const char *dir, const char *select, at
                          "the database %s holds more than one recorded space (%.*s and %.*s); "
                          "select one by a prefix of problem|device|template hash",
                          dir, plen - 1, keys[0], (int)(k.config.s - keys[i]) - 1, keys[i]);
+        at_result_rec rec;
+        if (st == AT_OK) st = at_db_get_result(db, keys[i], &rec);
         char *cfg = st == AT_OK ? at_key_part_dup(k.config) : NULL;
         if (st == AT_OK && !cfg) st = oom();
         if (st == AT_OK && at_config_split(cfg, names, values, MAX_PARAMS) != (int)np)
-            st = at_fail(AT_ERR_DB_CORRUPT,
-                         "results key '%s' of %s has a configuration unlike the others", keys[i],
-                         dir);
+            st = at_fail(AT_ERR_DB_CORRUPT, "a configuration unlike the others");
+        for (size_t j = 0; st == AT_OK && j < np; j++)
+            if (r->names[j] && strcmp(r->names[j], names[j]) != 0)
+                st = at_fail(AT_ERR_DB_CORRUPT, "a configuration unlike the others");
+        if (st == AT_ERR_DB_CORRUPT || st == AT_ERR_NOT_FOUND) {
+            at_db_skip(db, "results", keys[i], at_errmsg());
+            free(cfg);
+            st = AT_OK;
+            continue;
+        }
         for (size_t j = 0; st == AT_OK && j < np; j++) {
             if (!r->names[j] && !(r->names[j] = at_strdup(names[j]))) st = oom();
-            if (st == AT_OK && strcmp(r->names[j], names[j]) != 0)
-                st = at_fail(AT_ERR_DB_CORRUPT,
-                             "results key '%s' of %s has a configuration unlike the others",
-                             keys[i], dir);
             int v = st == AT_OK ? add_value(r, j, values[j], cap) : 0;
             if (v < 0) st = oom();
-            if (st == AT_OK) r->idx[i * np + j] = (uint16_t)v;
+            if (st == AT_OK) r->idx[w * np + j] = (uint16_t)v;
         }
         free(cfg);
-        at_result_rec rec;
-        if (st == AT_OK) st = at_db_get_result(db, keys[i], &rec);
         if (st != AT_OK) break;
-        r->nconfigs = i + 1;
+        r->nconfigs = w + 1;
         char *status = rec.status == AT_RS_OK ? NULL : at_strdup(at_result_status_name(rec.status));
         double secs =
             rec.compile_ms / 1e3 + rec.median_us * (double)(rec.reps ? rec.reps : 1) / 1e6;
-        set_outcome(r, i, rec.median_us, secs, status);
-        r->recs[i] = rec;
+        set_outcome(r, w, rec.median_us, secs, status);
+        r->recs[w++] = rec;
     }
+    if (st == AT_OK && r->nconfigs == 0)
+        st = at_fail(AT_ERR_DB_CORRUPT, "every result of %.*s in %s is damaged", plen - 1, keys[0],
+                     dir);
     for (size_t j = 0; st == AT_OK && j < np; j++) {
         r->numeric[j] = calloc(r->nvalues[j], sizeof *r->numeric[j]);
         st = r->numeric[j] ? sort_values(r, j) : oom();
@@ -519,6 +526,7 @@ static at_status load_db(const char *dir, const char *select, at_recording *r)
     at_db *db = NULL;
     AT_TRY(at_db_open(dir, 1, &db));
     at_status st = load_from_db(db, dir, select, r);
+    at_db_skipped(db, r->note, sizeof r->note);
     at_db_close(db);
     return st;
 }

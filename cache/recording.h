@@ -13,6 +13,7 @@ typedef struct at_recording {
     char format[16];    /* "kerneltuner" or "autotune" */
     char device[256];   /* the device that measured it ("" if the file does not say) */
     char kernel[256];   /* kernel name (Kernel Tuner) or "problem|device|template hash" */
+    char note[512];     /* records skipped as damaged ("" if none), for a warning */
     char objective[64]; /* the recorded quantity: "time" (ms), "median_us", or a KT objective */
     int higher_better;  /* 1: objective is a rate (GFLOP/s ...): cost = 1 / value */
     size_t nparams;

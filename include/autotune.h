@@ -318,7 +318,8 @@ typedef struct at_replay_report {
  * autotune database directory, chosen by content. select picks one space of a database by a
  * prefix of "problem|device|template hash" (NULL: the database must hold one). Returns
  * AT_ERR_IO, AT_ERR_INVALID_ARG (malformed file, unknown strategy, selection), AT_ERR_DB*,
- * AT_ERR_NO_MEMORY, with the detail in *why (may be NULL). */
+ * AT_ERR_NO_MEMORY, with the detail in *why (may be NULL); on success *why is "" or says which
+ * damaged records of a database were skipped. */
 at_status at_replay_file(const char *path, const char *select, const at_tune_options *opts,
                          at_replay_report *report, char *why, size_t whylen);
 void at_replay_report_clear(at_replay_report *report); /* frees the trajectory */

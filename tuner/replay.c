@@ -3,7 +3,6 @@
  * running it, so the same tune loop replays a run offline (Kernel Tuner's simulation mode):
  * `autotune replay FILE` on the recording's own space, `autotune gemm --replay DB` on a
  * template's space. */
-#define _XOPEN_SOURCE 700 /* realpath */
 #include "tuner/pipeline.h"
 
 #include <math.h>
@@ -99,21 +98,15 @@ at_status at_replay_open_db(at_context *ctx, const at_template *t, const char *p
 {
     *rec = NULL;
     *map = NULL;
-    /* LMDB opens an environment once per process: the context's own database is reused. */
-    char *want = realpath(path, NULL), *have = realpath(at_db_path(ctx->db), NULL);
-    int same = want && have && strcmp(want, have) == 0;
-    free(want);
-    free(have);
-    at_db *db = ctx->db;
-    if (!same) {
-        struct stat sb;
-        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return at_fail(AT_ERR_INVALID_ARG, "--replay %s: no such database directory", path);
-        if (at_db_open(path, 1, &db) != AT_OK) { /* the recording given is bad input */
-            char why[1024];
-            snprintf(why, sizeof why, "%s", at_errmsg());
-            return at_fail(AT_ERR_INVALID_ARG, "--replay %s: %s", path, why);
-        }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return at_fail(AT_ERR_INVALID_ARG, "--replay %s: no such database directory", path);
+    /* The context's own database, when it is the same, shares its environment (cache/db.c). */
+    at_db *db = NULL;
+    if (at_db_open(path, AT_DB_READONLY, &db) != AT_OK) { /* the recording given is bad input */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", at_errmsg());
+        return at_fail(AT_ERR_INVALID_ARG, "--replay %s: %s", path, why);
     }
     char *space = at_db_results_prefix(problem_key, ctx->info.key, t->hash);
     char *any = at_db_results_prefix(problem_key, ctx->info.key, NULL);
@@ -143,7 +136,7 @@ at_status at_replay_open_db(at_context *ctx, const at_template *t, const char *p
     at_db_keys_free(keys, nkeys);
     free(space);
     free(any);
-    if (!same) at_db_close(db);
+    at_db_close(db);
     return st;
 }
 
@@ -222,6 +215,8 @@ at_status at_replay_file(const char *path, const char *select, const at_tune_opt
     if (st != AT_OK) {
         at_replay_report_clear(rep);
         if (why) snprintf(why, whylen, "%s", at_errmsg());
+    } else if (why) {
+        snprintf(why, whylen, "%s", r->note); /* records skipped as damaged, or "" */
     }
     at_recording_free(r);
     return st;

@@ -265,6 +265,9 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         st = at_replay_open_db(ctx, t, pkey, opts->replay_db, configs, n, &recording, &map);
         if (st == AT_OK) at_replay_eval_init(&replay, recording, map, opts->replay_db);
         ev = &replay.ev;
+    } else if (at_db_readonly_reason(ctx->db)) {
+        st = at_fail(AT_ERR_DB, "the database %s cannot store what a tuning run measures (%s)",
+                     at_db_path(ctx->db), at_db_readonly_reason(ctx->db));
     } else {
         int nthreads = at_compile_threads(ctx);
         dev.ev = (at_evaluator){device_submit, device_next, (size_t)nthreads * 2, ctx->info.is_cpu};
@@ -287,7 +290,8 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     free(first);
     at_loop loop = {0};
     if (st == AT_OK) st = at_tune_loop(search, ev, opts, &loop);
-    if (dev.best_prog && loop.have_best)
+    /* A failed write stopped the run: nothing more is written, its message stays the one. */
+    if (st == AT_OK && dev.best_prog && loop.have_best)
         at_binary_store(ctx, t->source, dev.best_options, dev.best_prog);
     if (!opts->replay_db) device_close(&dev);
 

@@ -796,6 +796,7 @@ static int cmd_replay(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (s != AT_OK) return fail(s, why);
+    if (why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
     const char *strategy = o.strategy ? o.strategy : at_tune_strategies()[0];
     if (o.json) {
         cJSON *j = cJSON_CreateObject(), *traj;
@@ -969,6 +970,7 @@ static int cmd_db(int argc, char **argv)
         if (npos != 2)
             return usage_error("db show needs a key prefix, e.g. gemm/f32/nn/1024x1024x1024");
         s = at_db_visit(o.db, "best", pos[1], print_entry, "best    ", why, sizeof why);
+        if (s == AT_OK && why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
         if (s == AT_OK)
             s = at_db_visit(o.db, "results", pos[1], print_entry, "result  ", why, sizeof why);
     } else if (strcmp(pos[0], "export") == 0) {
@@ -984,6 +986,8 @@ static int cmd_db(int argc, char **argv)
     } else {
         return usage_error("unknown db command '%s' (one of: list, show, export)", pos[0]);
     }
+    /* Records skipped as damaged: what was readable was listed or exported. */
+    if (s == AT_OK && why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
     return s == AT_OK ? 0 : fail(s, why);
 }
 
