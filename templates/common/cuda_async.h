@@ -23,8 +23,7 @@ INLINE at_saddr at_smem_addr(const void *p)
  * rest zero-filled. src must be 16-byte aligned (a valid address even when bytes == 0). */
 INLINE void at_cp_async16(const at_saddr dst, const void *src, const int bytes)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
                  : "memory");
 }
 /* Closes this thread's group of cp.async copies; at_cp_wait<N> waits until at most N of its
@@ -38,8 +37,8 @@ template <int N> INLINE void at_cp_wait()
 INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned w1,
                            const unsigned w2, const unsigned w3)
 {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1),
-                 "r"(w2), "r"(w3)
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1), "r"(w2),
+                 "r"(w3)
                  : "memory");
 }
 #endif /* AT_PTX_EMULATE */

@@ -11,7 +11,7 @@
 
 #ifndef AT_PTX_EMULATE
 INLINE void at_red_add(float *p, const float v) { atomicAdd(p, v); } /* *p += v */
-INLINE float at_take(float *p) { return atomicExch(p, 0.0f); }        /* *p, leaving 0 */
+INLINE float at_take(float *p) { return atomicExch(p, 0.0f); }       /* *p, leaving 0 */
 INLINE int at_count_in(int *p) { return atomicAdd(p, 1); } /* the arrivals before this one */
 INLINE void at_count_reset(int *p) { atomicExch(p, 0); }
 /* This thread's writes are seen device-wide before its later ones (an arrival after its adds). */

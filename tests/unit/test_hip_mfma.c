@@ -1,5 +1,5 @@
-/* test_hip_mfma.c — host emulation of the MFMA GEMM template (templates/gemm/gemm_mfma.hip): its own
- * index functions (staging, operand fragments, accumulator layout, wave origins) drive an
+/* test_hip_mfma.c — host emulation of the MFMA GEMM template (templates/gemm/gemm_mfma.hip): its
+ * own index functions (staging, operand fragments, accumulator layout, wave origins) drive an
  * emulated block, whose MFMA instructions follow an independent model of the hardware's operand
  * and result layouts (AMD CDNA ISA), and the result must equal a reference GEMM. Every
  * configuration of the space for gfx90a and gfx908 (both operand geometries; every 8th in the
