@@ -456,34 +456,42 @@ static at_status seq_exprs(loader *L, yaml_node_t *n, const char *what, expr_ite
     return AT_OK;
 }
 
-static at_status load_derived(loader *L, yaml_node_t *n)
+/* `derived:` or `defines:` (key) into *out — a mapping of names to expressions over the
+ * parameters, problem and device variables and the derived values loaded so far (a derived
+ * value sees the ones before it; a define sees them all). No name is used twice in one mapping
+ * or by a parameter; derived values also keep off the problem variables' names. */
+static at_status load_named(loader *L, yaml_node_t *n, const char *key, at_named_expr **out,
+                            size_t *count)
 {
     at_space *s = L->s;
     if (is_null(n)) return AT_OK;
     if (n->type != YAML_MAPPING_NODE)
-        return at_fail(AT_ERR_TEMPLATE,
-                       "line %zu: 'derived' must be a mapping of names to expressions", line_of(n));
+        return at_fail(AT_ERR_TEMPLATE, "line %zu: '%s' must be a mapping of names to expressions",
+                       line_of(n), key);
     size_t len = map_len(n);
-    if (!(s->derived = calloc(len ? len : 1, sizeof *s->derived))) return oom();
+    if (!(*out = calloc(len ? len : 1, sizeof **out))) return oom();
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *k = get(L, p->key), *v = get(L, p->value);
         const char *name = scalar(k);
         if (!is_ident(name))
-            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'derived': '%s' is not a valid name",
-                           line_of(k), name ? name : "(not a scalar)");
-        if (name_taken(s, name))
-            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'derived': duplicate name '%s'", line_of(k),
+            return at_fail(AT_ERR_TEMPLATE, "line %zu: '%s': '%s' is not a valid name", line_of(k),
+                           key, name ? name : "(not a scalar)");
+        bool dup = find_param(s, name) >= 0 ||
+                   (out == &s->derived && find_in(s->problem_vars, s->nproblem, name) >= 0);
+        for (size_t i = 0; i < *count; i++) dup = dup || strcmp((*out)[i].name, name) == 0;
+        if (dup)
+            return at_fail(AT_ERR_TEMPLATE, "line %zu: '%s': duplicate name '%s'", line_of(k), key,
                            name);
         char what[300];
-        snprintf(what, sizeof what, "derived '%s'", name);
-        at_named_expr *d = &s->derived[s->nderived];
+        snprintf(what, sizeof what, "%s '%s'", key, name);
+        at_named_expr *d = &(*out)[*count];
         AT_TRY(load_expr(L, v, s->nderived, what, &d->expr));
         if (!(d->name = at_strdup(name))) {
             at_expr_free(d->expr);
             d->expr = NULL;
             return oom();
         }
-        s->nderived++;
+        (*count)++;
     }
     return AT_OK;
 }
@@ -508,40 +516,6 @@ static at_status load_constraints(loader *L, yaml_node_t *n)
     }
     free_items(items, cnt);
     return st;
-}
-
-static at_status load_defines(loader *L, yaml_node_t *n)
-{
-    at_space *s = L->s;
-    if (is_null(n)) return AT_OK;
-    if (n->type != YAML_MAPPING_NODE)
-        return at_fail(AT_ERR_TEMPLATE,
-                       "line %zu: 'defines' must be a mapping of names to expressions", line_of(n));
-    size_t len = map_len(n);
-    if (!(s->defines = calloc(len ? len : 1, sizeof *s->defines))) return oom();
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = get(L, p->key), *v = get(L, p->value);
-        const char *name = scalar(k);
-        if (!is_ident(name))
-            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'defines': '%s' is not a valid name",
-                           line_of(k), name ? name : "(not a scalar)");
-        bool dup = find_param(s, name) >= 0;
-        for (size_t i = 0; i < s->ndefines; i++) dup = dup || strcmp(s->defines[i].name, name) == 0;
-        if (dup)
-            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'defines': duplicate name '%s'", line_of(k),
-                           name);
-        char what[300];
-        snprintf(what, sizeof what, "defines '%s'", name);
-        at_named_expr *d = &s->defines[s->ndefines];
-        AT_TRY(load_expr(L, v, s->nderived, what, &d->expr));
-        if (!(d->name = at_strdup(name))) {
-            at_expr_free(d->expr);
-            d->expr = NULL;
-            return oom();
-        }
-        s->ndefines++;
-    }
-    return AT_OK;
 }
 
 /* `global:` or `local:` — 1 to 3 expressions (a single scalar is one dimension). */
@@ -734,10 +708,10 @@ static at_status load_doc(loader *L)
     if (slot_derived(s) + nder > MAX_SLOTS)
         return at_fail(AT_ERR_TEMPLATE, "space: %zu variables, at most %d", slot_derived(s) + nder,
                        MAX_SLOTS);
-    if (der) AT_TRY(load_derived(L, der));
+    if (der) AT_TRY(load_named(L, der, "derived", &s->derived, &s->nderived));
     s->nslots = slot_derived(s) + s->nderived;
     if (val[K_CONSTRAINTS]) AT_TRY(load_constraints(L, val[K_CONSTRAINTS]));
-    if (val[K_DEFINES]) AT_TRY(load_defines(L, val[K_DEFINES]));
+    if (val[K_DEFINES]) AT_TRY(load_named(L, val[K_DEFINES], "defines", &s->defines, &s->ndefines));
     AT_TRY(load_launch(L, val[K_LAUNCH]));
     if (val[K_WORKSPACE])
         AT_TRY(load_expr(L, val[K_WORKSPACE], s->nderived, "'workspace'", &s->workspace));
