@@ -1,6 +1,6 @@
 /* cuda_f16.h — the 16-bit float element of the CUDA tensor-core templates: raw 16-bit patterns
  * (unsigned short), IEEE half when DT = 0 and bfloat16 when DT = 1 (DT is a problem define,
- * gemm/gemm16.h). Inline PTX `cvt`, so no CUDA header is needed.
+ * gemm/gemm_problem.h). Inline PTX `cvt`, so no CUDA header is needed.
  *
  * A host emulation defines AT_PTX_EMULATE and its own at_to_f32 / at_from_f32 before including
  * a template (tests/unit/wgmma_emu/emu.h). */

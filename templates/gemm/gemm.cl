@@ -22,32 +22,11 @@
  *   UNROLL   unroll factor of the inner K loop
  * (On PoCL, SA = SB = 0 is fastest: with a barrier in the kernel PoCL runs the inner K loop
  * horizontally across work-items and spills the accumulators every step. GPUs want SA/SB.)
- * Problem defines (computed by gemm.yaml):
- *   TA, TB   operand layouts as above
- *   EDGE_M, EDGE_N, EDGE_K   1 when M % BM, N % BN, K % BK is non-zero: enables the bound
- *            checks; 0 compiles the fast path without any
- *   IDX64    1: 64-bit element offsets (some operand has >= 2^31 elements); 0: 32-bit
+ * Problem defines (computed by gemm.yaml; gemm_problem.h): TA, TB (layouts as above),
+ * EDGE_M/N/K (0: the dimension is a multiple of its block tile, no bound checks), IDX64.
  */
 
-/* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
-#ifndef TA
-#define TA 0
-#endif
-#ifndef TB
-#define TB 0
-#endif
-#ifndef EDGE_M
-#define EDGE_M 1
-#endif
-#ifndef EDGE_N
-#define EDGE_N 1
-#endif
-#ifndef EDGE_K
-#define EDGE_K 1
-#endif
-#ifndef IDX64
-#define IDX64 0
-#endif
+#include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, IDX64 and idx_t */
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define TX (BN / TN)       /* work-items along N (local dimension 0) */
@@ -62,14 +41,6 @@
 #define COLV(tx, v) ((((v) * TX) + (tx)) * VW)
 #else
 #define COLV(tx, v) ((tx) * TN + (v) * VW)
-#endif
-
-/* Element offsets. 32-bit arithmetic is measurably cheaper where it suffices; `long` is 64-bit
- * in OpenCL C and in CUDA/HIP on LP64 hosts. */
-#if IDX64
-typedef long idx_t;
-#else
-typedef int idx_t;
 #endif
 
 typedef VTYPE(VW) floatv;

@@ -44,7 +44,7 @@
  * Tuning parameters (-D; constraints in gemm_mfma.yaml): BM, BN (block tile), BK (K step, a
  * multiple of the instruction's K), WM, WN (wave tile, multiples of MFMA), MFMA (16 or 32), PAD.
  * Problem defines: TA, TB, EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64 (64-bit offsets), all in
- * gemm16.h, and BF16_1K.
+ * gemm_problem.h, and BF16_1K.
  * Launch: local = [64 * WAVES, 1], global = [ceil(n/BN) * local0, ceil(m/BM)]. The space
  * defines AT_MAX_THREADS = THREADS, so KERNEL carries __launch_bounds__(THREADS): without it HIP
  * assumes 1024-thread blocks and caps the kernel at 128 VGPRs, and large wave tiles spill.
@@ -74,7 +74,7 @@
 #ifndef PAD
 #define PAD 1
 #endif
-#include "gemm16.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64 and idx_t */
+#include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 #ifndef BF16_1K
 #define BF16_1K 1
 #endif

@@ -61,8 +61,8 @@
  *   WM, WN    warp tile (multiples of 16)       STAGES   pipeline depth (2..4)
  *   SWIZZLE   1: XOR-swizzled shared tiles (conflict-free ldmatrix); 0: plain
  *   SPLITK    K ranges reduced through the workspace (1: direct, no workspace)
- * Problem defines (gemm16.h): TA, TB (layouts as above), EDGE_M/N/K, DT (0 f16, 1 bf16), IDX64
- * (64-bit element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
+ * Problem defines (gemm_problem.h): TA, TB (layouts as above), EDGE_M/N/K, DT (0 f16, 1 bf16),
+ * IDX64 (64-bit element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK]: block x walks N, y walks M, z walks K.
  *
  * The PTX primitives are wrapped in at_* functions: ldmatrix and mma below, the rest in the
@@ -95,7 +95,7 @@
 #ifndef SPLITK
 #define SPLITK 1
 #endif
-#include "gemm16.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64 and idx_t */
+#include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define WARPS_M (BM / WM)

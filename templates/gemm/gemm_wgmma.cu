@@ -59,9 +59,9 @@
  *   BM, BN  block tile of C   BK  K tile (32 or 64)   WN  N of the wgmma instruction
  *   WGS     consumer warpgroups (1 or 2), stacked along M    STAGES  ring depth (>= 3)
  *   SPLITK  K splits (1: none)
- * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm16.h). Launch: local = [128*WGS, 1, 1],
- * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic shared memory
- * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
+ * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
+ * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic
+ * shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
  *
  * The PTX primitives are wrapped in at_* functions: the wgmma ones below, the rest in the shared
  * headers of templates/common/ (cuda_async.h, cuda_f16.h, cuda_splitk.h, as in gemm_mma.cu).
@@ -90,7 +90,7 @@
 #ifndef SPLITK
 #define SPLITK 1
 #endif
-#include "gemm16.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64 and idx_t */
+#include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define THREADS (128 * WGS)

@@ -187,6 +187,7 @@ done
 tpl="$work/templates"
 mkdir -p "$tpl/common" "$tpl/gemm"
 cp "$here/../../templates/common/opencl.h" "$tpl/common/"
+cp "$here/../../templates/gemm/gemm_problem.h" "$tpl/gemm/"
 python3 - "$here/../../templates/gemm" "$tpl/gemm" <<'PY'
 import re, sys
 src, dst = sys.argv[1], sys.argv[2]

@@ -316,7 +316,8 @@ static void test_statuses_flush_and_recycle(void **state)
     char cmd[2048];
     snprintf(
         cmd, sizeof cmd,
-        "mkdir -p %s/tpl/gemm %s/tpl/common && cp %s/templates/gemm/gemm.cl %s/tpl/gemm/ && "
+        "mkdir -p %s/tpl/gemm %s/tpl/common && "
+        "cp %s/templates/gemm/gemm.cl %s/templates/gemm/gemm_problem.h %s/tpl/gemm/ && "
         ": > %s/tpl/common/fake.h && "
         "sed -e 's/^  BM: .*/  BM: [16, 32]/' -e 's/^  BN: .*/  BN: [16, 32]/' "
         "-e 's/^  BK: .*/  BK: [8]/' -e 's/^  TM: .*/  TM: [2]/' -e 's/^  TN: .*/  TN: [2]/' "
@@ -325,7 +326,7 @@ static void test_statuses_flush_and_recycle(void **state)
         "-e '/device.is_cpu ||/d' -e 's/^backends: .*/backends: [fake]/' "
         "%s/templates/gemm/gemm.yaml > %s/tpl/gemm/gemm.yaml && "
         "echo 'defaults: []' >> %s/tpl/gemm/gemm.yaml",
-        g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir);
+        g_dir, g_dir, AT_SOURCE_DIR, AT_SOURCE_DIR, g_dir, g_dir, AT_SOURCE_DIR, g_dir, g_dir);
     assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s/tpl", g_dir);
     setenv("AUTOTUNE_TEMPLATE_PATH", cmd, 1);

@@ -1,0 +1,1 @@
+../../../../templates/gemm/gemm_problem.h
