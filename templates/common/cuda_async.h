@@ -1,10 +1,11 @@
 /* cuda_async.h — global -> shared memory staging for the CUDA templates (sm_80 and later):
- * PTX wrappers for shared-memory addresses, cp.async and 16-byte shared stores, and the copy of
- * one 16-byte chunk built on them, shared by gemm_mma.cu and gemm_wgmma.cu.
+ * PTX wrappers for shared-memory addresses, cp.async and 16-byte shared stores, and the copies
+ * of one 16-byte chunk and of a whole tile built on them, shared by gemm_mma.cu and
+ * gemm_wgmma.cu.
  *
  * A host emulation defines AT_PTX_EMULATE and its own at_saddr, at_smem_addr, at_cp_async16,
  * at_cp_commit, at_cp_wait and at_st_shared16 before including a template
- * (tests/unit/wgmma_emu/emu.h); at_stage_chunk16 then runs on them unchanged. */
+ * (tests/unit/wgmma_emu/emu.h); at_stage_chunk16 and at_stage_tile then run on them unchanged. */
 #ifndef AT_CUDA_ASYNC_H
 #define AT_CUDA_ASYNC_H
 
@@ -62,6 +63,36 @@ INLINE void at_stage_chunk16(const at_saddr dst, const unsigned short *src, cons
             w[j] = lo | (hi << 16);
         }
         at_st_shared16(dst, w[0], w[1], w[2], w[3]);
+    }
+}
+
+/* ---- staging a tile -------------------------------------------------------------------------- */
+
+/* Stages the tile whose element (r, c) is g[(row0 + r) * ld + col0 + c] (r < ROWS, c < COLS),
+ * zero where row0 + r >= nrows (checked when ER) or col0 + c >= ncols (when EC), in chunks of 8
+ * elements along c: chunk cc of row r (elements c = 8 cc ..) goes to dst + off(r, cc), the
+ * template's shared layout. NTHREADS threads cooperate, consecutive threads on consecutive chunks.
+ * vec: cp.async (16-byte aligned chunks); else 16-bit loads and 16-byte shared stores. */
+template <int ROWS, int COLS, int NTHREADS, int ER, int EC, class Idx, class Off>
+INLINE void at_stage_tile(const at_saddr dst, const unsigned short *RESTRICT g, const Idx ld,
+                          const int row0, const int col0, const int nrows, const int ncols,
+                          const int tid, const bool vec, const Off off)
+{
+    constexpr int R = COLS / 8;
+    constexpr int CH = ROWS * R;
+    AT_UNROLL((CH + NTHREADS - 1) / NTHREADS)
+    for (int i = 0; i < (CH + NTHREADS - 1) / NTHREADS; ++i) {
+        const int c = tid + i * NTHREADS;
+        if (CH % NTHREADS == 0 || c < CH) {
+            const int r = c / R, cc = c % R;
+            const int gr = row0 + r, gc = col0 + cc * 8;
+            int n = 8;
+            if (ER && gr >= nrows) n = 0;
+            if (EC) n = MIN(n, MAX(ncols - gc, 0));
+            /* nothing to read: point at the (valid, aligned) base instead */
+            const unsigned short *src = n > 0 ? g + ((Idx)gr * ld + gc) : g;
+            at_stage_chunk16(dst + off(r, cc), src, n, vec);
+        }
     }
 }
 

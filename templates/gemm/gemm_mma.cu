@@ -171,32 +171,16 @@ template <int R> INLINE int at_chunk_off(const int r, const int c)
 
 /* ---- global -> shared staging ---------------------------------------------------------------- */
 
-/* Stages a ROWS x COLS tile whose element (r, c) is g[(row0 + r) * ld + col0 + c], zero where
- * row0 + r >= nrows (checked when ER) or col0 + c >= ncols (when EC), into the shared tile at
- * dst. The block cooperates in 16-byte chunks of 8 elements along c, consecutive threads on
- * consecutive chunks. vec: cp.async (needs 16-byte aligned chunks); else 16-bit loads. */
+/* at_stage_tile (cuda_async.h) into a tile of R = COLS / 8 chunks a row laid out by
+ * at_chunk_off. vec: cp.async (needs 16-byte aligned chunks); else 16-bit loads. */
 template <int ROWS, int COLS, int ER, int EC>
 INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const idx_t ld,
                      const int row0, const int col0, const int nrows, const int ncols,
                      const int tid, const bool vec)
 {
-    constexpr int R = COLS / 8;
-    constexpr int CH = ROWS * R;
-    AT_UNROLL((CH + THREADS - 1) / THREADS)
-    for (int i = 0; i < (CH + THREADS - 1) / THREADS; ++i) {
-        const int c = tid + i * THREADS;
-        if (CH % THREADS == 0 || c < CH) {
-            const int r = c / R, cc = c % R;
-            const int gr = row0 + r, gc = col0 + cc * 8;
-            int n = 8;
-            if (ER && gr >= nrows) n = 0;
-            if (EC) n = MIN(n, MAX(ncols - gc, 0));
-            /* nothing to read: point at the (valid, aligned) base instead */
-            const unsigned short *src = n > 0 ? g + ((idx_t)gr * ld + gc) : g;
-            const at_saddr d = dst + at_chunk_off<R>(r, cc);
-            at_stage_chunk16(d, src, n, vec);
-        }
-    }
+    at_stage_tile<ROWS, COLS, THREADS, ER, EC>(
+        dst, g, ld, row0, col0, nrows, ncols, tid, vec,
+        [](const int r, const int cc) { return at_chunk_off<COLS / 8>(r, cc); });
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */

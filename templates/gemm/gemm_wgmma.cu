@@ -232,33 +232,18 @@ INLINE at_desc at_desc_mn(const at_saddr tile, const int mn0, const int k0)
 
 /* ---- global -> shared staging ---------------------------------------------------------------- */
 
-/* Stages the tile whose element (r, c) is g[(row0 + r) * ld + col0 + c] (r < ROWS, c < COLS),
- * zero where row0 + r >= nrows (checked when ER) or col0 + c >= ncols (when EC). Global rows are
- * mn when KMAJ (the tile is K-major: c is k) and k otherwise (c is mn). 16-byte chunks of 8
- * elements along c, consecutive threads on consecutive chunks. vec: cp.async; else 16-bit loads
- * and 16-byte shared stores. */
+/* at_stage_tile (cuda_async.h) into an operand tile: global rows are mn when KMAJ (the tile is
+ * K-major: c is k, at_off_k) and k otherwise (c is mn, at_off_mn). */
 template <int ROWS, int COLS, int KMAJ, int ER, int EC>
 INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const idx_t ld,
                      const int row0, const int col0, const int nrows, const int ncols,
                      const int tid, const bool vec)
 {
-    constexpr int R = COLS / 8;
-    constexpr int CH = ROWS * R;
-    AT_UNROLL((CH + THREADS - 1) / THREADS)
-    for (int i = 0; i < (CH + THREADS - 1) / THREADS; ++i) {
-        const int c = tid + i * THREADS;
-        if (CH % THREADS == 0 || c < CH) {
-            const int r = c / R, cc = (c % R) * 8;
-            const int gr = row0 + r, gc = col0 + cc;
-            int n = 8;
-            if (ER && gr >= nrows) n = 0;
-            if (EC) n = MIN(n, MAX(ncols - gc, 0));
-            /* nothing to read: point at the (valid, aligned) base instead */
-            const unsigned short *src = n > 0 ? g + ((idx_t)gr * ld + gc) : g;
-            const at_saddr d = dst + (KMAJ ? at_off_k<ROWS>(r, cc) : at_off_mn(cc, r));
-            at_stage_chunk16(d, src, n, vec);
-        }
-    }
+    at_stage_tile<ROWS, COLS, THREADS, ER, EC>(
+        dst, g, ld, row0, col0, nrows, ncols, tid, vec,
+        [](const int r, const int cc) {
+            return KMAJ ? at_off_k<ROWS>(r, cc * 8) : at_off_mn(cc * 8, r);
+        });
 }
 
 /* ---- accumulators ---------------------------------------------------------------------------- */
