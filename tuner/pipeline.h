@@ -73,9 +73,6 @@ typedef struct at_run_spec {
 typedef struct at_link at_link;
 at_status at_link_open(at_context *ctx, const volatile int *cancel, at_link **out);
 void at_link_close(at_link *l);
-int at_link_isolated(const at_link *l);
-/* Workers started (or device contexts recycled) so far. */
-int at_link_respawns(const at_link *l);
 /* Sizes the buffers of a problem (bytes each, and a cache flush buffer) and returns the host
  * staging area; at_link_init(i) is where buffer i's contents go, then at_link_upload. */
 unsigned char *at_link_buffers(at_link *l, size_t n, const size_t *bytes, size_t flush_bytes,

@@ -418,7 +418,6 @@ struct at_link {
     size_t bytes[AT_MAX_BUFFERS];
     int ready; /* the device half has the buffers and their contents */
     uint64_t next_bin_id;
-    int respawns;
 };
 
 static int isolation_wanted(const at_context *ctx)
@@ -428,8 +427,6 @@ static int isolation_wanted(const at_context *ctx)
     /* A worker can open only the backends every process knows. */
     return at_backend_find(ctx->ops->name) == ctx->ops;
 }
-
-int at_link_isolated(const at_link *l) { return l->isolated; }
 
 static void worker_kill(at_link *l)
 {
@@ -596,7 +593,6 @@ static at_status device_lost(at_link *l)
     l->local.host_size = l->host_size;
     AT_TRY(ctx->ops->open(ctx->device_index, &ctx->dev));
     l->local.dev = ctx->dev;
-    l->respawns++;
     return AT_OK;
 }
 
@@ -610,7 +606,6 @@ static at_status ensure_ready(at_link *l)
         request o = {.op = OP_OPEN, .device = l->ctx->device_index};
         snprintf(o.backend, sizeof o.backend, "%s", l->ctx->ops->name);
         e = one(l, &o, &r, START_LIMIT);
-        if (e == WAIT_OK && r.status == AT_OK) l->respawns++;
     }
     request b = {.op = OP_BUFFERS, .nbufs = (uint32_t)l->n, .flush_bytes = l->flush_bytes};
     for (size_t i = 0; i < l->n; i++) b.bytes[i] = l->bytes[i];
@@ -697,8 +692,6 @@ void at_link_close(at_link *l)
     }
     free(l);
 }
-
-int at_link_respawns(const at_link *l) { return l->respawns; }
 
 unsigned char *at_link_buffers(at_link *l, size_t n, const size_t *bytes, size_t flush_bytes,
                                at_status *st)
