@@ -282,6 +282,13 @@ static at_status default_config(const at_template *t, char *buf, size_t len)
                    s->name);
 }
 
+/* The space's size before its constraints, as the reports' int64_t (saturating). */
+static int64_t space_total(const at_space *s)
+{
+    const uint64_t n = at_space_total(s);
+    return n > INT64_MAX ? INT64_MAX : (int64_t)n;
+}
+
 static void default_tune_options(const at_tune_options *in, at_tune_options *o)
 {
     if (in) *o = *in;
@@ -334,8 +341,7 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
     }
     if (t) {
         snprintf(rep->template_name, sizeof rep->template_name, "%s", t->name);
-        rep->space_total =
-            (int64_t)(at_space_total(t->space) > INT64_MAX ? INT64_MAX : at_space_total(t->space));
+        rep->space_total = space_total(t->space);
     }
     if (s == AT_OK && out) s = at_kernel_build(ctx, t, p, config, out);
     at_template_free(t);
@@ -437,7 +443,7 @@ at_status at_space_count(at_context *ctx, const at_problem *problem, const char 
     if (s == AT_OK) {
         const at_space *sp = t->space;
         snprintf(info->template_name, sizeof info->template_name, "%s", t->name);
-        info->total = (int64_t)(at_space_total(sp) > INT64_MAX ? INT64_MAX : at_space_total(sp));
+        info->total = space_total(sp);
         info->valid = (int64_t)n;
         info->nparams = (int)sp->nparams;
         size_t off = 0;

@@ -214,7 +214,6 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
 {
     at_space *s = t->space;
     const size_t np = s->nparams;
-    double t0 = at_now();
     char pkey[256];
     p->op->key(p->data, pkey, sizeof pkey);
     int64_t *configs = NULL;
@@ -222,7 +221,6 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     size_t n = 0;
     AT_TRY(at_space_enumerate(s, &configs, &idx, &n));
     rep->space = (int64_t)n;
-    rep->space_total = (int64_t)(at_space_total(s) > INT64_MAX ? INT64_MAX : at_space_total(s));
     if (n == 0) {
         free(configs);
         free(idx);
@@ -334,7 +332,6 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     rep->evaluated = loop.evaluated;
     rep->measured = dev.measured;
     rep->failed = loop.failed;
-    rep->seconds = at_now() - t0;
     if (st == AT_OK && loop.cancelled)
         st = at_fail(AT_ERR_INTERRUPTED,
                      "interrupted after %lld candidates; measurements are saved "

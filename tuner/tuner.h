@@ -99,7 +99,8 @@ at_status at_pipeline_compile(at_context *ctx, at_template *t, int64_t limit, ui
                               at_compile_report *rep);
 
 /* Tunes problem p with template t (already bound to p and the device): on the device, or
- * answered from opts->replay_db's records. */
+ * answered from opts->replay_db's records. The report's template name, space_total and seconds
+ * are at_tune's to fill. */
 at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
                            const at_tune_options *opts, at_tune_report *rep, char *best_config,
                            size_t best_len);
