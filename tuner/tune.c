@@ -166,7 +166,9 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
         st = at_runner_measure(&d->runner, d->t, d->configs + j->cfg * d->t->space->nparams,
                                j->prog, best_us, rec);
     }
-    char *key = st == AT_OK ? result_key(d, j->cfg) : NULL;
+    char *key = st == AT_OK
+                    ? at_db_result_key(d->problem_key, d->ctx->info.key, d->t->hash, j->config)
+                    : NULL;
     if (st == AT_OK) {
         d->measured++;
         /* Stored at once, so a killed run loses at most the candidate in flight; a write that
