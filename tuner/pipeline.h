@@ -113,8 +113,9 @@ at_status at_runner_open(at_runner *r, at_context *ctx, const at_problem *p,
                          const volatile int *cancel);
 void at_runner_close(at_runner *r);
 /* Runs a compiled candidate (config cfg of t) once against the reference — guards intact,
- * inputs unchanged, workspace clean — then times it. Every outcome goes into rec; a failure
- * of the run itself (interrupted, the device gone) is returned. */
+ * inputs unchanged, workspace clean — then times it. Every outcome goes into rec (all of it:
+ * its when and compile_ms are the caller's to set after); a failure of the run itself
+ * (interrupted, the device gone) is returned. */
 at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *cfg, at_bprog *prog,
                             double best_us, at_result_rec *rec);
 

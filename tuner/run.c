@@ -196,13 +196,11 @@ at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *c
         best_us > 0 ? fmin(TIMEOUT_MS, LIMIT_BASE + LIMIT_RATIO * best_us / 1e3) : TIMEOUT_MS;
     uint32_t reset = 0;
     for (size_t i = 0; i < r->nbufs; i++) reset |= (uint32_t)r->data.buf[i].output << i;
-    double ms = 0, when = rec->when, compile_ms = rec->compile_ms;
+    double ms = 0;
     int64_t ws_dirty = 0;
     at_status st =
         at_link_run(r->link, bin, len, &spec, reset, limit + LIMIT_BASE, &ms, &ws_dirty, rec);
     free(bin);
-    rec->when = (int64_t)when;
-    rec->compile_ms = compile_ms;
     if (st != AT_OK || rec->status != AT_RS_OK) return st;
     if (ms > limit) { /* in this process nothing can stop a run: it is judged afterwards */
         rec->status = AT_RS_TIMEOUT;
@@ -214,8 +212,6 @@ at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *c
     double err = rec->max_rel_error;
     /* Up to 50 repetitions and a flush each: far more than one run, never unbounded. */
     st = at_link_time(r->link, ms, best_us, LIMIT_BASE + 100.0 * fmax(ms, 1.0), rec);
-    rec->when = (int64_t)when;
-    rec->compile_ms = compile_ms;
     rec->max_rel_error = err;
     return st;
 }

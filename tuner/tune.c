@@ -156,8 +156,7 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
     d->head = (d->head + 1) % d->ev.lookahead;
     d->count--;
     *c = j->cfg;
-    rec->when = at_unix_time();
-    rec->compile_ms = j->compile_ms;
+    const int64_t when = at_unix_time();
     at_status st = AT_OK;
     if (j->status != AT_OK) {
         rec->status = AT_RS_COMPILE_ERROR;
@@ -166,6 +165,8 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
         st = at_runner_measure(&d->runner, d->t, d->configs + j->cfg * d->t->space->nparams,
                                j->prog, best_us, rec);
     }
+    rec->when = when; /* after the measurement, which sets the whole record */
+    rec->compile_ms = j->compile_ms;
     char *key = st == AT_OK
                     ? at_db_result_key(d->problem_key, d->ctx->info.key, d->t->hash, j->config)
                     : NULL;
