@@ -742,6 +742,15 @@ static at_status best_parse(const char *t, size_t n, void *r) { return at_best_r
 
 static const rec_kind k_result_kind = {T_RESULTS, "result", result_append, result_parse};
 static const rec_kind k_best_kind = {T_BEST, "best", best_append, best_parse};
+/* The kind of each table's records; NULL for meta and binaries. */
+static const rec_kind *const k_kinds[T_COUNT] = {
+    [T_RESULTS] = &k_result_kind, [T_BEST] = &k_best_kind};
+
+/* Room for a parsed record of either kind. */
+typedef union any_rec {
+    at_result_rec r;
+    at_best_rec b;
+} any_rec;
 
 /* Prefixes the record parser's message with the database and the key. */
 static at_status record_fail(at_status s, const at_db *db, const rec_kind *k, const char *key,
@@ -760,10 +769,7 @@ static at_status append_record(const at_db *db, const rec_kind *k, at_sbuf *b, c
     size_t from = b->n;
     k->append(b, rec);
     if (b->oom) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    union {
-        at_result_rec r;
-        at_best_rec b;
-    } back;
+    any_rec back;
     at_status s = k->parse(b->p + from, b->n - from, &back);
     return s == AT_OK ? AT_OK : record_fail(AT_ERR_INVALID_ARG, db, k, key, "cannot be stored");
 }
@@ -1020,13 +1026,9 @@ static int scan_value(int t, const MDB_val *v, char *text, size_t len, const voi
 {
     *out = v->mv_data;
     *n = v->mv_size;
-    if (t == T_RESULTS || t == T_BEST) {
-        union {
-            at_result_rec r;
-            at_best_rec b;
-        } rec;
-        at_status s = t == T_RESULTS ? at_result_rec_parse(v->mv_data, v->mv_size, &rec.r)
-                                     : at_best_rec_parse(v->mv_data, v->mv_size, &rec.b);
+    if (k_kinds[t]) {
+        any_rec rec;
+        at_status s = k_kinds[t]->parse(v->mv_data, v->mv_size, &rec);
         if (s != AT_OK) snprintf(why, whylen, "%s", at_errmsg());
         return s != AT_OK;
     }
