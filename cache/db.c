@@ -458,12 +458,15 @@ static int env_open(shared_env *e, const char *path, int readonly, int exists, i
 
 /* Opens the environment of db's directory (db->e is new and empty): the file checked, LMDB
  * opened, stale reader slots freed, meta read (and written for a new database), tables opened.
- * *err: the errno of a failure that a read-only open might not meet. */
-static at_status open_env(at_db *db, int readonly, int *err)
+ * *err: the errno of a failure that a read-only open might not meet. *checked: 1 when the file
+ * exists and passed at_dbfile_check, set here and taken as given (not checked again) by the
+ * read-only open that follows a failed read-write one. */
+static at_status open_env(at_db *db, int readonly, int *checked, int *err)
 {
     shared_env *e = db->e;
-    int exists = 0;
-    AT_TRY(at_dbfile_check(e->file, &exists));
+    int exists = *checked;
+    if (!exists) AT_TRY(at_dbfile_check(e->file, &exists));
+    *checked = exists;
     if (readonly && !exists)
         return at_fail(AT_ERR_DB, "no database at %s (data.mdb is empty)", db->path);
     if (!readonly && !exists) AT_TRY(check_free_space(db->path, err));
@@ -514,8 +517,9 @@ static void envs_lock(void) { pthread_mutex_lock(&g_envs_lock); }
 static void envs_unlock(void) { pthread_mutex_unlock(&g_envs_lock); }
 static void atfork_init(void) { pthread_atfork(envs_lock, envs_unlock, envs_unlock); }
 
-/* A new handle on path: the process's environment of that directory, or a new one. */
-static at_status open_handle(const char *path, int readonly, int *err, at_db **out)
+/* A new handle on path: the process's environment of that directory, or a new one (*checked as
+ * for open_env). */
+static at_status open_handle(const char *path, int readonly, int *checked, int *err, at_db **out)
 {
     at_db *db = calloc(1, sizeof *db);
     if (!db || !(db->path = at_strdup(path))) {
@@ -571,7 +575,7 @@ static at_status open_handle(const char *path, int readonly, int *err, at_db **o
         file = NULL;
         pthread_mutex_init(&e->lock, NULL);
         db->e = e;
-        s = open_env(db, readonly, err);
+        s = open_env(db, readonly, checked, err);
         if (s == AT_OK) {
             e->next = g_envs;
             g_envs = e;
@@ -597,8 +601,8 @@ at_status at_db_open(const char *path, int mode, at_db **out)
     if (!path || !*path) return at_fail(AT_ERR_INVALID_ARG, "database path is empty");
     if (mode != AT_DB_READWRITE && mode != AT_DB_READONLY && mode != AT_DB_WRITABLE_OR_READONLY)
         return at_fail(AT_ERR_INVALID_ARG, "at_db_open: unknown mode %d", mode);
-    int err = 0;
-    at_status s = open_handle(path, mode == AT_DB_READONLY, &err, out);
+    int err = 0, checked = 0;
+    at_status s = open_handle(path, mode == AT_DB_READONLY, &checked, &err, out);
     if (s == AT_OK || mode != AT_DB_WRITABLE_OR_READONLY || s != AT_ERR_DB ||
         (err != EACCES && err != EPERM && err != EROFS && err != ENOSPC && err != -1))
         return s;
@@ -607,7 +611,7 @@ at_status at_db_open(const char *path, int mode, at_db **out)
     char why[1024];
     snprintf(why, sizeof why, "%s", at_errmsg());
     int rw_err = err;
-    at_status r = open_handle(path, 1, &err, out);
+    at_status r = open_handle(path, 1, &checked, &err, out);
     if (r != AT_OK) return r == AT_ERR_DB ? at_fail(s, "%s", why) : r;
     (*out)->ro_reason = rw_err == -1
                             ? at_strdup("it is open read-only elsewhere in this process")
