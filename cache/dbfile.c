@@ -303,10 +303,19 @@ static int walk_tree(checker *c, const unsigned char *db, tree_kind kind, const 
 
 /* ---- the meta pages ------------------------------------------------------------------------- */
 
+/* 1 when m, the start of a meta page (MT_MAGIC + 4 bytes at least), carries LMDB's magic. */
+static int has_magic(const unsigned char *m) { return rd32(m + MT_MAGIC) == LMDB_MAGIC; }
+
+int at_dbfile_is_lmdb(int fd)
+{
+    unsigned char head[MT_MAGIC + 4];
+    return pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head && has_magic(head);
+}
+
 /* Why a meta page is not LMDB's, or NULL. */
 static const char *meta_bad(const unsigned char *m, char *buf, size_t len)
 {
-    if (!(rd16(m + PG_FLAGS) & P_META) || rd32(m + MT_MAGIC) != LMDB_MAGIC) return "no LMDB magic";
+    if (!(rd16(m + PG_FLAGS) & P_META) || !has_magic(m)) return "no LMDB magic";
     if (rd32(m + MT_VERSION) != LMDB_DATA_VERSION) {
         snprintf(buf, len, "unsupported LMDB data version %u", rd32(m + MT_VERSION));
         return buf;

@@ -4,6 +4,7 @@
 #include "recording.h"
 
 #include "db.h"
+#include "dbfile.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -548,14 +549,6 @@ at_status at_recording_from_db(at_db *db, const char *select, at_recording **out
 
 /* ---- loading by content ---------------------------------------------------------------- */
 
-/* LMDB's meta page carries its magic 0xBEEFC0DE after the 16-byte page header. */
-static int is_lmdb_file(int fd)
-{
-    unsigned char head[20];
-    return pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head && head[16] == 0xde &&
-           head[17] == 0xc0 && head[18] == 0xef && head[19] == 0xbe;
-}
-
 /* Opens path for reading without blocking (a FIFO has no writer), refusing anything but a
  * regular file or a directory before reading a byte. */
 static at_status open_input(const char *path, int *fd, int *is_dir)
@@ -605,7 +598,7 @@ at_status at_recording_load(const char *path, const char *select, at_recording *
     if (is_dir) {
         close(fd);
         st = load_db(path, select, r);
-    } else if (is_lmdb_file(fd)) {
+    } else if (at_dbfile_is_lmdb(fd)) {
         close(fd);
         /* Our database is a directory; its data file names it too. */
         int named = plen >= 8 && strcmp(path + plen - 8, "data.mdb") == 0 &&
