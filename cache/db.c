@@ -458,12 +458,15 @@ static int env_open(shared_env *e, const char *path, int readonly, int exists, i
 
 /* Opens the environment of db's directory (db->e is new and empty): the file checked, LMDB
  * opened, stale reader slots freed, meta read (and written for a new database), tables opened.
- * *err: the errno of a failure that a read-only open might not meet. */
-static at_status open_env(at_db *db, int readonly, int *err)
+ * *err: the errno of a failure that a read-only open might not meet. *checked: 1 when the file
+ * exists and passed at_dbfile_check, set here and taken as given (not checked again) by the
+ * read-only open that follows a failed read-write one. */
+static at_status open_env(at_db *db, int readonly, int *checked, int *err)
 {
     shared_env *e = db->e;
-    int exists = 0;
-    AT_TRY(at_dbfile_check(e->file, &exists));
+    int exists = *checked;
+    if (!exists) AT_TRY(at_dbfile_check(e->file, &exists));
+    *checked = exists;
     if (readonly && !exists)
         return at_fail(AT_ERR_DB, "no database at %s (data.mdb is empty)", db->path);
     if (!readonly && !exists) AT_TRY(check_free_space(db->path, err));
@@ -514,8 +517,9 @@ static void envs_lock(void) { pthread_mutex_lock(&g_envs_lock); }
 static void envs_unlock(void) { pthread_mutex_unlock(&g_envs_lock); }
 static void atfork_init(void) { pthread_atfork(envs_lock, envs_unlock, envs_unlock); }
 
-/* A new handle on path: the process's environment of that directory, or a new one. */
-static at_status open_handle(const char *path, int readonly, int *err, at_db **out)
+/* A new handle on path: the process's environment of that directory, or a new one (*checked as
+ * for open_env). */
+static at_status open_handle(const char *path, int readonly, int *checked, int *err, at_db **out)
 {
     at_db *db = calloc(1, sizeof *db);
     if (!db || !(db->path = at_strdup(path))) {
@@ -571,7 +575,7 @@ static at_status open_handle(const char *path, int readonly, int *err, at_db **o
         file = NULL;
         pthread_mutex_init(&e->lock, NULL);
         db->e = e;
-        s = open_env(db, readonly, err);
+        s = open_env(db, readonly, checked, err);
         if (s == AT_OK) {
             e->next = g_envs;
             g_envs = e;
@@ -597,8 +601,8 @@ at_status at_db_open(const char *path, int mode, at_db **out)
     if (!path || !*path) return at_fail(AT_ERR_INVALID_ARG, "database path is empty");
     if (mode != AT_DB_READWRITE && mode != AT_DB_READONLY && mode != AT_DB_WRITABLE_OR_READONLY)
         return at_fail(AT_ERR_INVALID_ARG, "at_db_open: unknown mode %d", mode);
-    int err = 0;
-    at_status s = open_handle(path, mode == AT_DB_READONLY, &err, out);
+    int err = 0, checked = 0;
+    at_status s = open_handle(path, mode == AT_DB_READONLY, &checked, &err, out);
     if (s == AT_OK || mode != AT_DB_WRITABLE_OR_READONLY || s != AT_ERR_DB ||
         (err != EACCES && err != EPERM && err != EROFS && err != ENOSPC && err != -1))
         return s;
@@ -607,7 +611,7 @@ at_status at_db_open(const char *path, int mode, at_db **out)
     char why[1024];
     snprintf(why, sizeof why, "%s", at_errmsg());
     int rw_err = err;
-    at_status r = open_handle(path, 1, &err, out);
+    at_status r = open_handle(path, 1, &checked, &err, out);
     if (r != AT_OK) return r == AT_ERR_DB ? at_fail(s, "%s", why) : r;
     (*out)->ro_reason = rw_err == -1
                             ? at_strdup("it is open read-only elsewhere in this process")
@@ -742,6 +746,15 @@ static at_status best_parse(const char *t, size_t n, void *r) { return at_best_r
 
 static const rec_kind k_result_kind = {T_RESULTS, "result", result_append, result_parse};
 static const rec_kind k_best_kind = {T_BEST, "best", best_append, best_parse};
+/* The kind of each table's records; NULL for meta and binaries. */
+static const rec_kind *const k_kinds[T_COUNT] = {
+    [T_RESULTS] = &k_result_kind, [T_BEST] = &k_best_kind};
+
+/* Room for a parsed record of either kind. */
+typedef union any_rec {
+    at_result_rec r;
+    at_best_rec b;
+} any_rec;
 
 /* Prefixes the record parser's message with the database and the key. */
 static at_status record_fail(at_status s, const at_db *db, const rec_kind *k, const char *key,
@@ -760,10 +773,7 @@ static at_status append_record(const at_db *db, const rec_kind *k, at_sbuf *b, c
     size_t from = b->n;
     k->append(b, rec);
     if (b->oom) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    union {
-        at_result_rec r;
-        at_best_rec b;
-    } back;
+    any_rec back;
     at_status s = k->parse(b->p + from, b->n - from, &back);
     return s == AT_OK ? AT_OK : record_fail(AT_ERR_INVALID_ARG, db, k, key, "cannot be stored");
 }
@@ -1013,20 +1023,16 @@ static int key_unusable(const MDB_val *k)
     return 0;
 }
 
-/* The text a scan shows for a value of table t: the record as stored, or for a binary its size.
- * 1 (with why) for a record a reader cannot use: it is skipped. */
-static int scan_value(int t, const MDB_val *v, char *text, size_t len, const void **out, size_t *n,
-                      char *why, size_t whylen)
+/* The text a scan shows for a value of table t: the record as stored, or for a binary its size;
+ * a results or best record is parsed into *rec. 1 (with why) for a record a reader cannot use: it
+ * is skipped. */
+static int scan_value(int t, const MDB_val *v, any_rec *rec, char *text, size_t len,
+                      const void **out, size_t *n, char *why, size_t whylen)
 {
     *out = v->mv_data;
     *n = v->mv_size;
-    if (t == T_RESULTS || t == T_BEST) {
-        union {
-            at_result_rec r;
-            at_best_rec b;
-        } rec;
-        at_status s = t == T_RESULTS ? at_result_rec_parse(v->mv_data, v->mv_size, &rec.r)
-                                     : at_best_rec_parse(v->mv_data, v->mv_size, &rec.b);
+    if (k_kinds[t]) {
+        at_status s = k_kinds[t]->parse(v->mv_data, v->mv_size, rec);
         if (s != AT_OK) snprintf(why, whylen, "%s", at_errmsg());
         return s != AT_OK;
     }
@@ -1042,16 +1048,13 @@ static int scan_value(int t, const MDB_val *v, char *text, size_t len, const voi
     return st == BIN_DAMAGED;
 }
 
-at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_visit_fn fn,
-                     void *user)
+/* What a scan hands its visitor for each entry it keeps: the key and the value as at_db_scan
+ * shows them, and for results and best the parsed record (NULL for meta and binaries). */
+typedef int (*scan_fn)(void *user, const char *key, const char *value, const any_rec *rec);
+
+/* at_db_scan of table t, its arguments checked. */
+static at_status scan(at_db *db, int t, const char *prefix, scan_fn fn, void *user)
 {
-    if (!table || !fn) return at_fail(AT_ERR_INVALID_ARG, "at_db_scan: NULL argument");
-    int t = -1;
-    for (int i = 0; i < T_COUNT; i++)
-        if (strcmp(table, k_tables[i]) == 0) t = i;
-    if (t < 0)
-        return at_fail(AT_ERR_INVALID_ARG,
-                       "unknown database table '%s' (meta, results, best, binaries)", table);
     AT_TRY(enter(db));
     size_t plen = prefix ? strlen(prefix) : 0;
     if (plen > (size_t)mdb_env_get_maxkeysize(db->e->env)) {
@@ -1074,6 +1077,7 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
     MDB_val k = {plen, (void *)prefix}, v;
     rc = plen ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
     at_sbuf kbuf = {0}, vbuf = {0};
+    any_rec rec;
     while (rc == MDB_SUCCESS) {
         if (plen && (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)) break;
         char text[256], why[512];
@@ -1083,16 +1087,16 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
         if (skip)
             snprintf(why, sizeof why, "the key holds control bytes");
         else
-            skip = scan_value(t, &v, text, sizeof text, &vp, &vn, why, sizeof why);
+            skip = scan_value(t, &v, &rec, text, sizeof text, &vp, &vn, why, sizeof why);
         if (line_copy(&kbuf, k.mv_data, k.mv_size) || line_copy(&vbuf, vp, vn)) {
             s = at_fail(AT_ERR_NO_MEMORY, "out of memory scanning %s", db->path);
             break;
         }
         if (skip) {
-            note_skip(db, table, at_sb_str(&kbuf), why);
+            note_skip(db, k_tables[t], at_sb_str(&kbuf), why);
         } else {
             t_scanning = db->e;
-            int stop = fn(user, at_sb_str(&kbuf), at_sb_str(&vbuf));
+            int stop = fn(user, at_sb_str(&kbuf), at_sb_str(&vbuf), k_kinds[t] ? &rec : NULL);
             t_scanning = NULL;
             if (stop) break;
         }
@@ -1106,49 +1110,106 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
     leave(db);
     return s;
 }
+
+typedef struct visit_ctx {
+    at_db_visit_fn fn;
+    void *user;
+} visit_ctx;
+
+static int visit(void *user, const char *key, const char *value, const any_rec *rec)
+{
+    (void)rec;
+    const visit_ctx *c = user;
+    return c->fn(c->user, key, value);
+}
+
+at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_visit_fn fn,
+                     void *user)
+{
+    if (!table || !fn) return at_fail(AT_ERR_INVALID_ARG, "at_db_scan: NULL argument");
+    int t = -1;
+    for (int i = 0; i < T_COUNT; i++)
+        if (strcmp(table, k_tables[i]) == 0) t = i;
+    if (t < 0)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "unknown database table '%s' (meta, results, best, binaries)", table);
+    visit_ctx c = {fn, user};
+    return scan(db, t, prefix, visit, &c);
+}
 /* ---- key lists ------------------------------------------------------------------------------ */
 
 typedef struct key_list {
     char **keys;
+    at_result_rec *recs; /* at_db_results: each key's record */
     size_t n, cap;
     int oom;
 } key_list;
 
-static int add_key(void *user, const char *key, const char *value)
+/* Appends key (and with rec, its record) to l; 1 when out of memory, which stops the scan. */
+static int list_add(key_list *l, const char *key, const at_result_rec *rec)
 {
-    (void)value;
-    key_list *l = user;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 256;
         char **k = realloc(l->keys, cap * sizeof *k);
-        if (!k) {
+        if (k) l->keys = k;
+        at_result_rec *r = k && rec ? realloc(l->recs, cap * sizeof *r) : NULL;
+        if (r) l->recs = r;
+        if (!k || (rec && !r)) {
             l->oom = 1;
             return 1;
         }
-        l->keys = k;
         l->cap = cap;
     }
     if (!(l->keys[l->n] = at_strdup(key))) {
         l->oom = 1;
         return 1;
     }
+    if (rec) l->recs[l->n] = *rec;
     l->n++;
     return 0;
+}
+
+static int add_key(void *user, const char *key, const char *value)
+{
+    (void)value;
+    return list_add(user, key, NULL);
+}
+
+static int add_result(void *user, const char *key, const char *value, const any_rec *rec)
+{
+    (void)value;
+    return list_add(user, key, &rec->r);
+}
+
+/* Hands l's arrays to the caller after a scan that ended in s; none after a failure. */
+static at_status list_take(key_list *l, at_status s, char ***keys, at_result_rec **recs, size_t *n)
+{
+    if (s == AT_OK && l->oom) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (s != AT_OK) {
+        at_db_keys_free(l->keys, l->n);
+        free(l->recs);
+        *l = (key_list){0};
+    }
+    *keys = l->keys;
+    if (recs) *recs = l->recs;
+    *n = l->n;
+    return s;
 }
 
 at_status at_db_keys(at_db *db, const char *table, const char *prefix, char ***keys, size_t *n)
 {
     key_list l = {0};
     at_status s = at_db_scan(db, table, prefix, add_key, &l);
-    if (s == AT_OK && l.oom) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    if (s != AT_OK) {
-        at_db_keys_free(l.keys, l.n);
-        l.keys = NULL;
-        l.n = 0;
-    }
-    *keys = l.keys;
-    *n = l.n;
-    return s;
+    return list_take(&l, s, keys, NULL, n);
+}
+
+at_status at_db_results(at_db *db, const char *prefix, char ***keys, at_result_rec **recs,
+                        size_t *n)
+{
+    if (!keys || !recs || !n) return at_fail(AT_ERR_INVALID_ARG, "at_db_results: NULL argument");
+    key_list l = {0};
+    at_status s = scan(db, T_RESULTS, prefix, add_result, &l);
+    return list_take(&l, s, keys, recs, n);
 }
 
 void at_db_keys_free(char **keys, size_t n)

@@ -64,9 +64,10 @@ char *at_db_default_path(void);
 at_status at_db_read(const char *path, at_status (*fn)(at_db *db, void *arg), void *arg, char *why,
                      size_t whylen);
 
-/* Readers that can go on past a damaged record (at_db_scan, at_db_keys, the Kernel Tuner export)
- * skip it and count it on the handle. at_db_skipped returns how many were skipped since the last
- * call (and starts counting again) and writes a note naming the first few to note (may be NULL):
+/* Readers that can go on past a damaged record (at_db_scan, at_db_keys, at_db_results, the Kernel
+ * Tuner export) skip it and count it on the handle. at_db_skipped returns how many were skipped
+ * since the last call (and starts counting again) and writes a note naming the first few to note
+ * (may be NULL):
  * "PATH: skipped 2 damaged records (results 'KEY': why; best 'KEY': why)"; "" when none. */
 size_t at_db_skipped(at_db *db, char *note, size_t len);
 /* Counts a record the caller skipped as damaged (table, key, why) in the same note. */
@@ -119,5 +120,11 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
  * free them with at_db_keys_free. */
 at_status at_db_keys(at_db *db, const char *table, const char *prefix, char ***keys, size_t *n);
 void at_db_keys_free(char **keys, size_t n);
+/* The results whose keys start with prefix (NULL: all), with their records, read in one scan:
+ * the keys as at_db_keys(db, "results", prefix, ...) lists them (damaged records skipped and
+ * counted), and (*recs)[i] the parsed record of (*keys)[i]. *recs is a malloc'd array (NULL when
+ * none; free() it), the keys are freed with at_db_keys_free. */
+at_status at_db_results(at_db *db, const char *prefix, char ***keys, at_result_rec **recs,
+                        size_t *n);
 
 #endif

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "dbfile.h"
 
+#include "cache/keys.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -47,8 +49,7 @@ enum { P_BRANCH = 0x01, P_LEAF = 0x02, P_OVERFLOW = 0x04, P_META = 0x08, P_KINDS
 enum { F_BIGDATA = 0x01, F_SUBDATA = 0x02 };
 #define MDB_INTEGERKEY 0x08
 #define P_INVALID      UINT64_MAX
-#define CURSOR_STACK   32  /* LMDB's deepest tree */
-#define MAX_KEY        511 /* LMDB's key limit */
+#define CURSOR_STACK   32 /* LMDB's deepest tree */
 /* The largest map autotune grows a database to is under 2 TiB (db.c doubles it up to 1 TiB): a
  * larger one in a meta page is damage, and mapping it would fail. */
 #define MAX_MAP ((uint64_t)2 << 40)
@@ -269,7 +270,7 @@ static int walk_page(checker *c, uint64_t pgno, int level, int depth, tree_kind 
                        (unsigned long long)pgno);
         key_ref k = node_key(p, i);
         if (!leaf && i == 0) continue; /* a branch's first key is not used */
-        if (k.n > MAX_KEY || (kind == TREE_FREE && k.n != 8))
+        if (k.n > AT_KEY_MAX || (kind == TREE_FREE && k.n != 8))
             return bad(c, "%s: a key of %zu bytes", c->tree, k.n);
         if ((lo.p && key_cmp(kind, k, lo) < 0) || (hi.p && key_cmp(kind, k, hi) >= 0) ||
             (prev.p && key_cmp(kind, k, prev) <= 0))
@@ -303,10 +304,19 @@ static int walk_tree(checker *c, const unsigned char *db, tree_kind kind, const 
 
 /* ---- the meta pages ------------------------------------------------------------------------- */
 
+/* 1 when m, the start of a meta page (MT_MAGIC + 4 bytes at least), carries LMDB's magic. */
+static int has_magic(const unsigned char *m) { return rd32(m + MT_MAGIC) == LMDB_MAGIC; }
+
+int at_dbfile_is_lmdb(int fd)
+{
+    unsigned char head[MT_MAGIC + 4];
+    return pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head && has_magic(head);
+}
+
 /* Why a meta page is not LMDB's, or NULL. */
 static const char *meta_bad(const unsigned char *m, char *buf, size_t len)
 {
-    if (!(rd16(m + PG_FLAGS) & P_META) || rd32(m + MT_MAGIC) != LMDB_MAGIC) return "no LMDB magic";
+    if (!(rd16(m + PG_FLAGS) & P_META) || !has_magic(m)) return "no LMDB magic";
     if (rd32(m + MT_VERSION) != LMDB_DATA_VERSION) {
         snprintf(buf, len, "unsupported LMDB data version %u", rd32(m + MT_VERSION));
         return buf;

@@ -16,5 +16,8 @@
  * AT_ERR_DB_CORRUPT ("<file> is not an autotune database (<what is wrong>)"); one that cannot be
  * read AT_ERR_DB. Reads only; never changes the file. */
 at_status at_dbfile_check(const char *file, int *exists);
+/* 1 when the file open as fd starts as an LMDB data file does (its first meta page's magic, read
+ * with pread at offset 0), else 0. Says nothing of the rest: at_dbfile_check does. */
+int at_dbfile_is_lmdb(int fd);
 
 #endif

@@ -46,13 +46,13 @@ static void json_value(at_sbuf *b, const char *v)
 #define MAX_PARAMS 64
 
 /* A result selected for the export: its key's parts, its config split into names and values
- * (in cfg, owned), its record. */
+ * (in cfg, owned), its record (in the array at_db_results gave). */
 typedef struct selected {
     at_result_key k;
     char *cfg;
     int n;
     char *name[MAX_PARAMS], *value[MAX_PARAMS];
-    at_result_rec rec;
+    const at_result_rec *rec;
 } selected;
 
 /* The device (field 0) or template hash (field 1) of a selected result's key. */
@@ -155,7 +155,7 @@ static at_status write_cache(at_sbuf *b, const char *problem, const char *device
                     "\"cache\": {");
     for (size_t i = 0; i < n; i++) {
         const selected *c = &v[i];
-        const at_result_rec *r = &c->rec;
+        const at_result_rec *r = c->rec;
         at_sb_printf(b, "%s\n\"", i ? "," : "");
         for (int p = 0; p < c->n; p++) at_sb_printf(b, "%s%s", p ? "," : "", c->value[p]);
         at_sb_printf(b, "\": {");
@@ -195,11 +195,11 @@ static at_status write_cache(at_sbuf *b, const char *problem, const char *device
 
 typedef enum { SEL_KEEP, SEL_OTHER, SEL_SKIP } sel_result;
 
-/* Reads the result at key into e: SEL_KEEP; SEL_OTHER when it is of another template version
+/* Splits the result at key into e: SEL_KEEP; SEL_OTHER when it is of another template version
  * than thash (NULL: any); SEL_SKIP with *why when it cannot be exported (damaged). A failure
  * that ends the export goes to *s. */
-static sel_result select_one(at_db *db, const char *key, const char *thash, selected *e,
-                             const char **why, at_status *s)
+static sel_result select_one(const char *key, const char *thash, selected *e, const char **why,
+                             at_status *s)
 {
     *why = NULL;
     if (at_result_key_split(key, &e->k) != AT_OK)
@@ -214,13 +214,7 @@ static sel_result select_one(at_db *db, const char *key, const char *thash, sele
         return SEL_OTHER;
     }
     e->n = at_config_split(e->cfg, e->name, e->value, MAX_PARAMS);
-    at_status g = e->n < 0 ? AT_OK : at_db_get_result(db, key, &e->rec);
-    if (e->n < 0)
-        *why = "malformed config";
-    else if (g == AT_ERR_DB_CORRUPT || g == AT_ERR_DB_VERSION || g == AT_ERR_NOT_FOUND)
-        *why = at_errmsg(); /* not found: a damaged key out of order, listed but not found */
-    else
-        *s = g;
+    if (e->n < 0) *why = "malformed config";
     return *why ? SEL_SKIP : SEL_KEEP;
 }
 
@@ -239,9 +233,10 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
     if (!problem || !*problem || strchr(problem, AT_KEY_SEP))
         return at_fail(AT_ERR_INVALID_ARG, "a problem key is needed, e.g. gemm/f32/nn/256x256x256");
     char **keys = NULL;
+    at_result_rec *recs = NULL;
     size_t n = 0;
     char *prefix = at_db_results_prefix(problem, device, NULL);
-    at_status s = prefix ? at_db_keys(db, "results", prefix, &keys, &n) : AT_ERR_INVALID_ARG;
+    at_status s = prefix ? at_db_results(db, prefix, &keys, &recs, &n) : AT_ERR_INVALID_ARG;
     free(prefix);
     selected *v = calloc(n + 1, sizeof *v);
     if (s == AT_OK && !v) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
@@ -250,12 +245,13 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
                     device ? " on device '" : "", device ? device : "", device ? "'" : "",
                     at_db_path(db));
     /* Keep the results of the requested template (all when thash is NULL) that can be read;
-     * a damaged one is skipped and counted (at_db_skipped), not the end of the export. */
+     * a damaged one is skipped and counted (at_db_skipped), not the end of the export (a record
+     * that does not parse by at_db_results, a key or config that does not split here). */
     size_t m = 0, damaged = 0;
     for (size_t i = 0; s == AT_OK && i < n; i++) {
         selected *e = &v[m];
         const char *why;
-        sel_result r = select_one(db, keys[i], thash, e, &why, &s);
+        sel_result r = select_one(keys[i], thash, e, &why, &s);
         if (r == SEL_KEEP && s == AT_OK && m && !same_params(e, &v[0])) {
             r = SEL_SKIP;
             why = "its config names other parameters than the rest";
@@ -265,6 +261,7 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
             damaged++;
         }
         if (r == SEL_KEEP && s == AT_OK) {
+            e->rec = &recs[i];
             m++;
         } else {
             free(e->cfg);
@@ -309,6 +306,7 @@ static at_status export_kt(at_db *db, const char *problem, const char *device, c
     at_sb_free(&b);
     free(dev);
     at_db_keys_free(keys, n);
+    free(recs);
     for (size_t i = 0; i < m; i++) free(v ? v[i].cfg : NULL);
     free(v);
     return s;

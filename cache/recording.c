@@ -4,6 +4,7 @@
 #include "recording.h"
 
 #include "db.h"
+#include "dbfile.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -446,7 +447,9 @@ static at_status load_from_db(at_db *db, const char *dir, const char *select, at
 {
     char **keys = NULL;
     size_t n = 0;
-    at_status st = at_db_keys(db, "results", select && *select ? select : NULL, &keys, &n);
+    /* The records come with the keys (one scan) and are the table's recs, compacted below to the
+     * configurations kept. */
+    at_status st = at_db_results(db, select && *select ? select : NULL, &keys, &r->recs, &n);
     if (st == AT_OK && n == 0)
         st = at_fail(AT_ERR_INVALID_ARG, "the database %s has no results%s%s%s", dir,
                      select && *select ? " starting with '" : "", select ? select : "",
@@ -463,12 +466,12 @@ static at_status load_from_db(at_db *db, const char *dir, const char *select, at
         snprintf(r->objective, sizeof r->objective, "median_us");
         for (size_t c = 0; c < k0.config.n; c++) np += k0.config.s[c] == ',';
         st = table_alloc(r, np, n);
-        if (st == AT_OK && !(r->recs = calloc(n, sizeof *r->recs))) st = oom();
     }
     size_t *cap = calloc(np, sizeof *cap);
     if (st == AT_OK && !cap) st = oom();
     char *names[MAX_PARAMS], *values[MAX_PARAMS];
-    /* A damaged record or key is skipped (at_db_skip: the caller hears of it), the rest kept. */
+    /* A damaged key is skipped (at_db_skip: the caller hears of it), the rest kept; records that
+     * do not parse were skipped by at_db_results. */
     for (size_t i = 0, w = 0; st == AT_OK && i < n; i++) {
         at_result_key k;
         st = at_result_key_split(keys[i], &k);
@@ -479,8 +482,6 @@ static at_status load_from_db(at_db *db, const char *dir, const char *select, at
                          "the database %s holds more than one recorded space (%.*s and %.*s); "
                          "select one by a prefix of problem|device|template hash",
                          dir, plen - 1, keys[0], (int)(k.config.s - keys[i]) - 1, keys[i]);
-        at_result_rec rec;
-        if (st == AT_OK) st = at_db_get_result(db, keys[i], &rec);
         char *cfg = st == AT_OK ? at_key_part_dup(k.config) : NULL;
         if (st == AT_OK && !cfg) st = oom();
         if (st == AT_OK && at_config_split(cfg, names, values, MAX_PARAMS) != (int)np)
@@ -488,7 +489,7 @@ static at_status load_from_db(at_db *db, const char *dir, const char *select, at
         for (size_t j = 0; st == AT_OK && j < np; j++)
             if (r->names[j] && strcmp(r->names[j], names[j]) != 0)
                 st = at_fail(AT_ERR_DB_CORRUPT, "a configuration unlike the others");
-        if (st == AT_ERR_DB_CORRUPT || st == AT_ERR_NOT_FOUND) {
+        if (st == AT_ERR_DB_CORRUPT) {
             at_db_skip(db, "results", keys[i], at_errmsg());
             free(cfg);
             st = AT_OK;
@@ -503,11 +504,14 @@ static at_status load_from_db(at_db *db, const char *dir, const char *select, at
         free(cfg);
         if (st != AT_OK) break;
         r->nconfigs = w + 1;
-        char *status = rec.status == AT_RS_OK ? NULL : at_strdup(at_result_status_name(rec.status));
+        const at_result_rec *rec = &r->recs[i];
+        char *status =
+            rec->status == AT_RS_OK ? NULL : at_strdup(at_result_status_name(rec->status));
         double secs =
-            rec.compile_ms / 1e3 + rec.median_us * (double)(rec.reps ? rec.reps : 1) / 1e6;
-        set_outcome(r, w, rec.median_us, secs, status);
-        r->recs[w++] = rec;
+            rec->compile_ms / 1e3 + rec->median_us * (double)(rec->reps ? rec->reps : 1) / 1e6;
+        set_outcome(r, w, rec->median_us, secs, status);
+        if (w != i) r->recs[w] = *rec;
+        w++;
     }
     if (st == AT_OK && r->nconfigs == 0)
         st = at_fail(AT_ERR_DB_CORRUPT, "every result of %.*s in %s is damaged", plen - 1, keys[0],
@@ -544,14 +548,6 @@ at_status at_recording_from_db(at_db *db, const char *select, at_recording **out
 }
 
 /* ---- loading by content ---------------------------------------------------------------- */
-
-/* LMDB's meta page carries its magic 0xBEEFC0DE after the 16-byte page header. */
-static int is_lmdb_file(int fd)
-{
-    unsigned char head[20];
-    return pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head && head[16] == 0xde &&
-           head[17] == 0xc0 && head[18] == 0xef && head[19] == 0xbe;
-}
 
 /* Opens path for reading without blocking (a FIFO has no writer), refusing anything but a
  * regular file or a directory before reading a byte. */
@@ -602,7 +598,7 @@ at_status at_recording_load(const char *path, const char *select, at_recording *
     if (is_dir) {
         close(fd);
         st = load_db(path, select, r);
-    } else if (is_lmdb_file(fd)) {
+    } else if (at_dbfile_is_lmdb(fd)) {
         close(fd);
         /* Our database is a directory; its data file names it too. */
         int named = plen >= 8 && strcmp(path + plen - 8, "data.mdb") == 0 &&

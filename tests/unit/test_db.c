@@ -462,6 +462,29 @@ static void test_scan(void **state)
 
     assert_int_equal(at_db_scan(db, "nosuch", NULL, collect_fn, &c), AT_ERR_INVALID_ARG);
     assert_non_null(strstr(at_errmsg(), "nosuch"));
+
+    /* The keys with their records, in one scan. */
+    char **found = NULL;
+    at_result_rec *got = NULL;
+    size_t n = 0;
+    assert_int_equal(at_db_results(db, "b|", &found, &got, &n), AT_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(found[0], "b|1");
+    assert_string_equal(found[2], "b|2");
+    assert_result_equal(&got[0], &recs[4]);
+    assert_result_equal(&got[1], &recs[3]);
+    assert_result_equal(&got[2], &recs[0]);
+    at_db_keys_free(found, n);
+    free(got);
+    assert_int_equal(at_db_results(db, NULL, &found, &got, &n), AT_OK);
+    assert_int_equal(n, N);
+    for (int i = 0; i < N; i++) assert_string_equal(found[i], order[i]);
+    at_db_keys_free(found, n);
+    free(got);
+    assert_int_equal(at_db_results(db, "zzz", &found, &got, &n), AT_OK);
+    assert_int_equal(n, 0);
+    assert_null(found);
+    assert_null(got);
     assert_int_equal(at_db_scan(db, "results", NULL, reenter_fn, db), AT_OK);
     at_db_close(db);
     free(path);
@@ -782,6 +805,27 @@ static void test_record_tolerant(void **state)
     assert_string_equal(b.template_name, "");
     assert_int_equal(b.space, 0);
     assert_string_equal(b.compiler, "");
+
+    /* at_db_results lists what at_db_keys lists, with the records, and skips the same. */
+    char **keys = NULL, **rkeys = NULL, note[2048], rnote[2048];
+    at_result_rec *recs = NULL;
+    size_t nk = 0, nr = 0;
+    assert_int_equal(at_db_keys(db, "results", "r|", &keys, &nk), AT_OK);
+    size_t skipped = at_db_skipped(db, note, sizeof note);
+    assert_int_equal(at_db_results(db, "r|", &rkeys, &recs, &nr), AT_OK);
+    assert_int_equal(at_db_skipped(db, rnote, sizeof rnote), skipped);
+    assert_int_equal(skipped, 9);
+    assert_string_equal(rnote, note);
+    assert_int_equal(nr, nk);
+    assert_int_equal(nr, 2);
+    for (size_t i = 0; i < nr; i++) {
+        assert_string_equal(rkeys[i], keys[i]);
+        assert_int_equal(at_db_get_result(db, keys[i], &r), AT_OK);
+        assert_result_equal(&recs[i], &r);
+    }
+    at_db_keys_free(keys, nk);
+    at_db_keys_free(rkeys, nr);
+    free(recs);
 
     assert_int_equal(at_db_get_result(db, "r|nostatus", &r), AT_ERR_DB_CORRUPT);
     assert_non_null(strstr(at_errmsg(), "'r|nostatus'"));

@@ -179,7 +179,7 @@ static at_status run_ep(ep e, const char *path, char *why, size_t len)
     } else if (e == EP_RECORDING) {
         at_recording *rec = NULL;
         s = at_recording_load(path, PROBLEM "|", &rec);
-        snprintf(why, len, "%s", s == AT_OK ? "" : at_errmsg());
+        snprintf(why, len, "%s", s == AT_OK ? rec->note : at_errmsg());
         at_recording_free(rec);
     } else {
         at_context_options o = {.db_path = path};
@@ -407,6 +407,8 @@ static void test_damaged_records(void **state)
     assert_non_null(strstr(o.why, "required field status"));
     o = isolated(EP_RECORDING, path, "damaged records");
     assert_int_equal(o.s, AT_OK);
+    assert_non_null(strstr(o.why, "skipped 1 damaged record (results '" PROBLEM));
+    assert_non_null(strstr(o.why, "required field status"));
     if (have_device()) assert_int_equal(isolated(EP_CONTEXT, path, "damaged records").s, AT_OK);
 
     at_db *db = NULL;
