@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "tuner/backends/gpu.h"
 
+#include "base/sbuf.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdint.h>
@@ -329,28 +331,26 @@ const char **at_gpu_options(const char *arch_opt, const char *const *fixed, char
     int n = 0;
     argv[n++] = arch_opt;
     for (size_t i = 0; i < nfixed; i++) argv[n++] = fixed[i];
-    /* "-DX" (3 bytes and a separator) becomes "#define X 1\n" (12): at most 4 bytes a byte. */
-    size_t dcap = strlen(user) * 4 + 64, dlen = 0;
-    char *defs = defines ? malloc(dcap) : NULL;
-    if (defines && !defs) {
-        free(argv);
-        return NULL;
-    }
-    if (defs) defs[0] = '\0';
+    at_sbuf defs = {0};
     char *save = NULL;
     for (char *tok = strtok_r(user, " \t\r\n", &save); tok;
          tok = strtok_r(NULL, " \t\r\n", &save)) {
-        if (!defs || strncmp(tok, "-D", 2) != 0 || !tok[2]) {
+        if (!defines || strncmp(tok, "-D", 2) != 0 || !tok[2]) {
             argv[n++] = tok;
             continue;
         }
         const char *eq = strchr(tok + 2, '=');
         int name_len = eq ? (int)(eq - tok - 2) : (int)strlen(tok + 2);
-        dlen += (size_t)snprintf(defs + dlen, dcap - dlen, "#define %.*s %s\n", name_len, tok + 2,
-                                 eq ? eq + 1 : "1");
+        at_sb_printf(&defs, "#define %.*s %s\n", name_len, tok + 2, eq ? eq + 1 : "1");
+    }
+    /* "" when there is no -D option: the caller still puts its #line before the source. */
+    char *text = defines ? at_sb_take(&defs) : NULL;
+    if (defines && !text) {
+        free(argv);
+        return NULL;
     }
     *argc = n;
-    if (defines) *defines = defs;
+    if (defines) *defines = text;
     return argv;
 }
 
