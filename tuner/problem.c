@@ -139,7 +139,7 @@ static void format_field(const at_op_field *f, const void *data, char *buf, size
 
 at_problem at_problem_view(const at_op *op, const void *typed)
 {
-    at_problem p = {op, (void *)typed, ~0ull, 0};
+    at_problem p = {op, (void *)typed, ~0ull};
     return p;
 }
 
@@ -156,7 +156,7 @@ at_status at_problem_create(const char *op, at_problem **out)
         free(data);
         return at_fail(AT_ERR_NO_MEMORY, "out of memory");
     }
-    *p = (at_problem){o, data, 0, 1};
+    *p = (at_problem){o, data, 0};
     for (size_t i = 0; i < o->nfields; i++) {
         const char *def = o->fields[i].d.def;
         if (def && def[0] != '=' && parse_field(&o->fields[i], def, data) != AT_OK) {
@@ -193,7 +193,7 @@ at_problem *at_problem_resolve(const at_problem *p)
         return NULL;
     }
     memcpy(data, p->data, p->op->size);
-    *r = (at_problem){p->op, data, p->set, 1};
+    *r = (at_problem){p->op, data, p->set};
     /* "=m": an unset field takes another field's value (its text, so kinds may differ). */
     for (size_t i = 0; i < p->op->nfields; i++) {
         const at_op_field *f = &p->op->fields[i];
@@ -260,7 +260,7 @@ const char *at_problem_last_error(void) { return at_errmsg(); }
 void at_problem_destroy(at_problem *p)
 {
     if (!p) return;
-    if (p->owns_data) free(p->data);
+    free(p->data);
     free(p);
 }
 
