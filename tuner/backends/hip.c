@@ -451,8 +451,7 @@ static at_status hip_open(int idx, at_bdev **out)
     if (s == AT_OK) s = at_gpu_dev_new(sizeof *d, &g_hip, &g_rtc, arch, false, &d);
     if (s != AT_OK) return s;
     d->idx = idx;
-    s = at_gpu_lib_load(&g_rtc.lib);
-    if (s == AT_OK) s = probe_target(d->gpu.arch);
+    s = probe_target(d->gpu.arch);           /* hipRTC is loaded: check_index probed it */
     if (s == AT_OK) s = at_gpu_dev_start(d); /* current, stream, events */
     if (s != AT_OK) {
         hip_close(d);
