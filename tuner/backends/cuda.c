@@ -380,7 +380,7 @@ static at_status cuda_device_info(int idx, at_device_info *out)
 static void cuda_close(at_bdev *d)
 {
     if (d && !d->gpu.compile_only && d->ctx) {
-        cu.cuCtxSetCurrent(d->ctx);
+        cu_activate(d);
         at_gpu_dev_stop(d);
         cu.cuDevicePrimaryCtxRelease(d->dev);
     }
@@ -449,7 +449,7 @@ static at_status cuda_resources(at_bprog *p, at_resources *out)
     *out = (at_resources){-1, -1, -1, -1, -1, 0};
     if (!p) return at_fail(AT_ERR_INVALID_ARG, "resources: NULL program");
     if (p->log && at_cuda_parse_ptxas(p->log, p->name, out) == 0) return AT_OK;
-    if (p->fn && cu.cuCtxSetCurrent(p->dev->ctx) == 0) {
+    if (p->fn && cu_activate(p->dev) == 0) {
         int regs = 0, smem = 0, local = 0;
         CUresult r = cu.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, p->fn);
         if (r == 0) r = cu.cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, p->fn);

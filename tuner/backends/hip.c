@@ -437,7 +437,7 @@ static at_status hip_device_info(int idx, at_device_info *out)
 
 static void hip_close(at_bdev *d)
 {
-    if (d && !d->gpu.compile_only && hip.hipSetDevice(d->idx) == 0) at_gpu_dev_stop(d);
+    if (d && !d->gpu.compile_only && hip_activate(d) == 0) at_gpu_dev_stop(d);
     at_gpu_dev_free(d);
 }
 
