@@ -148,12 +148,12 @@ static const char *cu_error_name(int r)
 /* A failed driver call: status s, message "CUDA <call> failed: <CUDA_ERROR_NAME>". */
 static at_status cu_fail(at_status s, const char *call, CUresult r)
 {
-    return at_gpu_fail(s, g_cu.error_name, "CUDA", call, r);
+    return at_gpu_api_fail(&g_cu, s, call, "", r);
 }
 
 static at_status nv_fail(const char *call, nvrtcResult r)
 {
-    return at_gpu_fail(AT_ERR_COMPILE, g_nv.error_name, "NVRTC", call, r);
+    return at_gpu_rtc_fail(&g_nv, call, r);
 }
 
 /* ---- what gpu.c calls that is not the driver's own signature ------------------------------- */

@@ -129,7 +129,7 @@ struct at_bdev {
 /* A failed runtime call: status s, message "HIP <call> failed: <hipError name>". */
 static at_status hip_fail(at_status s, const char *call, hipError_t r)
 {
-    return at_gpu_fail(s, g_hip.error_name, "HIP", call, r);
+    return at_gpu_api_fail(&g_hip, s, call, "", r);
 }
 
 static int hip_activate(at_bdev *d) { return hip.hipSetDevice(d->idx); }
