@@ -308,10 +308,9 @@ at_status at_search_create(const at_search_space *space, const at_search_options
     for (size_t i = 0; i < NSTRATEGIES; i++)
         if (strcmp(name, g_names[i]) == 0) ops = g_ops[i];
     if (!ops) {
-        char known[256] = "";
-        for (size_t i = 0, n = 0; i < NSTRATEGIES && n < sizeof known; i++)
-            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", g_names[i]);
-        return at_fail(AT_ERR_INVALID_ARG, "unknown strategy '%s' (known: %s)", name, known);
+        char known[256];
+        return at_fail(AT_ERR_INVALID_ARG, "unknown strategy '%s' (known: %s)", name,
+                       at_join_names(known, sizeof known, g_names));
     }
     at_search *s = calloc(1, sizeof *s);
     size_t n = space->nconfigs, np = space->nparams;

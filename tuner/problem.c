@@ -97,13 +97,9 @@ static at_status parse_field(const at_op_field *f, const char *text, void *data)
                 return AT_OK;
             }
         {
-            char list[256] = "";
-            size_t used = 0;
-            for (int i = 0; d->choices[i] && used < sizeof list; i++)
-                used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
-                                         d->choices[i]);
+            char list[256];
             return at_fail(AT_ERR_INVALID_ARG, "unknown %s '%s' (one of: %s)", d->name,
-                           text ? text : "", list);
+                           text ? text : "", at_join_names(list, sizeof list, d->choices));
         }
     case AT_FIELD_REAL: {
         double v;

@@ -151,10 +151,9 @@ static int name_index(const char *const *names, const char *val)
 static int pick(const char *what, const char *val, const char *const *names, int *out)
 {
     if ((*out = name_index(names, val)) >= 0) return 0;
-    char list[512] = "";
-    for (size_t i = 0, used = 0; names[i] && used < sizeof list; i++)
-        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
-    return usage_error("unknown %s '%s' (one of: %s)", what, val, list);
+    char list[512];
+    return usage_error("unknown %s '%s' (one of: %s)", what, val,
+                       at_join_names(list, sizeof list, names));
 }
 
 /* Decimal digits only: the value in *out. 0 when s is not such a number or it does not fit in
