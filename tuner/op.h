@@ -84,6 +84,9 @@ const at_op *at_op_find(const char *name);
 /* Adds an operation defined outside the library (tests, tools) — call before any other use,
  * e.g. from a constructor. AT_ERR_INVALID_ARG for a duplicate name or a full table. */
 at_status at_op_register(const at_op *op);
+/* The number of op's buffers: its roles up to the NULL (0 without roles). Not bounded: more
+ * than AT_MAX_BUFFERS is what at_op_register refuses. */
+size_t at_op_nroles(const at_op *op);
 
 /* ---- problems ------------------------------------------------------------------------------ */
 

@@ -22,13 +22,19 @@ const at_op *at_op_find(const char *name)
     return NULL;
 }
 
+size_t at_op_nroles(const at_op *op)
+{
+    size_t n = 0;
+    while (op->roles && op->roles[n]) n++;
+    return n;
+}
+
 at_status at_op_register(const at_op *op)
 {
     if (!op || !op->name) return at_fail(AT_ERR_INVALID_ARG, "at_op_register: no operation");
     if (at_op_find(op->name))
         return at_fail(AT_ERR_INVALID_ARG, "operation '%s' is already registered", op->name);
-    size_t nroles = 0;
-    while (op->roles && op->roles[nroles]) nroles++;
+    size_t nroles = at_op_nroles(op);
     if (op->nfields > AT_MAX_FIELDS || nroles == 0 || nroles > AT_MAX_BUFFERS)
         return at_fail(AT_ERR_INVALID_ARG,
                        "operation '%s' needs at most %d fields and 1 to %d buffers", op->name,
