@@ -1002,20 +1002,15 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {
         {"space", cmd_space}, {"devices", cmd_devices}, {"db", cmd_db}, {"replay", cmd_replay}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        if (strcmp(cmd, cmds[i].name) != 0) continue;
-        static char name[64];
-        snprintf(name, sizeof name, "autotune %s", cmd);
-        g_cmd = name;
-        return cmds[i].fn(argc - 2, argv + 2);
-    }
+    int (*fn)(int, char **) = NULL;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0] && !fn; i++)
+        if (strcmp(cmd, cmds[i].name) == 0) fn = cmds[i].fn;
     /* Every operation is a command: autotune gemm --m 1024 --n 1024. */
-    for (const char *const *op = at_operations(); *op; op++) {
-        if (strcmp(cmd, *op) != 0) continue;
-        static char name[64];
-        snprintf(name, sizeof name, "autotune %s", cmd);
-        g_cmd = name;
-        return cmd_op(cmd, argc - 2, argv + 2);
-    }
-    return usage_error("unknown command '%s'", cmd);
+    const char *const *op = at_operations();
+    while (!fn && *op && strcmp(cmd, *op) != 0) op++;
+    if (!fn && !*op) return usage_error("unknown command '%s'", cmd);
+    static char name[64];
+    snprintf(name, sizeof name, "autotune %s", cmd);
+    g_cmd = name;
+    return fn ? fn(argc - 2, argv + 2) : cmd_op(cmd, argc - 2, argv + 2);
 }
