@@ -93,6 +93,14 @@ at_status at_read_file(const char *path, char **data, size_t *len)
     return AT_OK;
 }
 
+char *at_join_names(char *out, size_t len, const char *const *names)
+{
+    out[0] = '\0';
+    for (size_t i = 0, used = 0; names[i] && used < len; i++)
+        used += (size_t)snprintf(out + used, len - used, "%s%s", i ? ", " : "", names[i]);
+    return out;
+}
+
 int at_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
     /* Decimal digits after at most one '-': strtoll alone takes spaces, '+' and more. */

@@ -39,6 +39,8 @@ char *at_strdup(const char *s);
 char *at_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Reads a whole file; NUL-terminated; *len without the NUL. */
 at_status at_read_file(const char *path, char **data, size_t *len);
+/* names (NULL-terminated) joined by ", " into out (len >= 1), cut short at len - 1 bytes; out. */
+char *at_join_names(char *out, size_t len, const char *const *names);
 
 /* Parses a whole decimal integer in [lo, hi] (digits after at most one '-': no spaces, '+',
  * hex); 0 on success, -1 otherwise. */

@@ -270,11 +270,10 @@ static const strategy_ops g_genetic = {ga_init, ga_next, ga_report, ga_free};
 
 /* ---- the shared loop --------------------------------------------------------------------- */
 
-/* Every strategy, by name: X(name, steps). The first is the default (a NULL strategy), the one
- * the replay benchmark chose (docs/search.md); the order is the one at_search_strategies() and
- * the CLI list. */
-/* Name, steps, and the seconds a tuning run gets when no budget is given (0: none, for the one
- * that covers the space by definition). */
+/* Every strategy: X(name, steps, seconds), seconds being what a tuning run gets when no budget
+ * is given (0: none, for the one that covers the space by definition). The first is the default
+ * (a NULL strategy), the one the replay benchmark chose (docs/search.md); the order is the one
+ * at_search_strategies() and the CLI list. */
 #define AT_STRATEGIES(X)                                                                           \
     X("model", at_strategy_model, 60)                                                              \
     X("random", g_random, 60)                                                                      \
@@ -292,11 +291,18 @@ static const double g_default_seconds[] = {AT_STRATEGIES(AT_STRATEGY_SECS)};
 
 const char *const *at_search_strategies(void) { return g_names; }
 
-double at_search_default_seconds(const char *strategy)
+/* The table row of strategy name (NULL: the default); -1 if there is none. */
+static int strategy_index(const char *name)
 {
     for (size_t i = 0; i < NSTRATEGIES; i++)
-        if (strcmp(strategy ? strategy : g_names[0], g_names[i]) == 0) return g_default_seconds[i];
-    return g_default_seconds[0];
+        if (strcmp(name ? name : g_names[0], g_names[i]) == 0) return (int)i;
+    return -1;
+}
+
+double at_search_default_seconds(const char *strategy)
+{
+    int i = strategy_index(strategy);
+    return g_default_seconds[i >= 0 ? i : 0];
 }
 
 at_status at_search_create(const at_search_space *space, const at_search_options *opts,
@@ -304,15 +310,13 @@ at_status at_search_create(const at_search_space *space, const at_search_options
 {
     *out = NULL;
     const char *name = opts && opts->strategy ? opts->strategy : g_names[0];
-    const strategy_ops *ops = NULL;
-    for (size_t i = 0; i < NSTRATEGIES; i++)
-        if (strcmp(name, g_names[i]) == 0) ops = g_ops[i];
-    if (!ops) {
-        char known[256] = "";
-        for (size_t i = 0, n = 0; i < NSTRATEGIES && n < sizeof known; i++)
-            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", g_names[i]);
-        return at_fail(AT_ERR_INVALID_ARG, "unknown strategy '%s' (known: %s)", name, known);
+    int which = strategy_index(name);
+    if (which < 0) {
+        char known[256];
+        return at_fail(AT_ERR_INVALID_ARG, "unknown strategy '%s' (known: %s)", name,
+                       at_join_names(known, sizeof known, g_names));
     }
+    const strategy_ops *ops = g_ops[which];
     at_search *s = calloc(1, sizeof *s);
     size_t n = space->nconfigs, np = space->nparams;
     if (!s) return at_fail(AT_ERR_NO_MEMORY, "out of memory");

@@ -84,17 +84,20 @@ const at_op *at_op_find(const char *name);
 /* Adds an operation defined outside the library (tests, tools) — call before any other use,
  * e.g. from a constructor. AT_ERR_INVALID_ARG for a duplicate name or a full table. */
 at_status at_op_register(const at_op *op);
+/* The number of op's buffers: its roles up to the NULL (0 without roles). Not bounded: more
+ * than AT_MAX_BUFFERS is what at_op_register refuses. */
+size_t at_op_nroles(const at_op *op);
 
 /* ---- problems ------------------------------------------------------------------------------ */
 
 struct at_problem {
     const at_op *op;
-    void *data;    /* op->size bytes: the typed problem */
-    uint64_t set;  /* fields set explicitly (bit i: field i) */
-    int owns_data; /* 1 when data is ours to free */
+    void *data;   /* op->size bytes: the typed problem */
+    uint64_t set; /* fields set explicitly (bit i: field i) */
 };
 
-/* A problem viewing a typed struct the caller owns (every field counts as set). */
+/* A problem viewing a typed struct the caller owns (every field counts as set); a value, never
+ * given to at_problem_destroy, which frees what at_problem_create and at_problem_resolve make. */
 at_problem at_problem_view(const at_op *op, const void *typed);
 /* A copy of p with its defaults applied ("=m"), owning its data; NULL when out of memory. */
 at_problem *at_problem_resolve(const at_problem *p);

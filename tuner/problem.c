@@ -22,13 +22,19 @@ const at_op *at_op_find(const char *name)
     return NULL;
 }
 
+size_t at_op_nroles(const at_op *op)
+{
+    size_t n = 0;
+    while (op->roles && op->roles[n]) n++;
+    return n;
+}
+
 at_status at_op_register(const at_op *op)
 {
     if (!op || !op->name) return at_fail(AT_ERR_INVALID_ARG, "at_op_register: no operation");
     if (at_op_find(op->name))
         return at_fail(AT_ERR_INVALID_ARG, "operation '%s' is already registered", op->name);
-    size_t nroles = 0;
-    while (op->roles && op->roles[nroles]) nroles++;
+    size_t nroles = at_op_nroles(op);
     if (op->nfields > AT_MAX_FIELDS || nroles == 0 || nroles > AT_MAX_BUFFERS)
         return at_fail(AT_ERR_INVALID_ARG,
                        "operation '%s' needs at most %d fields and 1 to %d buffers", op->name,
@@ -97,13 +103,9 @@ static at_status parse_field(const at_op_field *f, const char *text, void *data)
                 return AT_OK;
             }
         {
-            char list[256] = "";
-            size_t used = 0;
-            for (int i = 0; d->choices[i] && used < sizeof list; i++)
-                used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
-                                         d->choices[i]);
+            char list[256];
             return at_fail(AT_ERR_INVALID_ARG, "unknown %s '%s' (one of: %s)", d->name,
-                           text ? text : "", list);
+                           text ? text : "", at_join_names(list, sizeof list, d->choices));
         }
     case AT_FIELD_REAL: {
         double v;
@@ -139,7 +141,7 @@ static void format_field(const at_op_field *f, const void *data, char *buf, size
 
 at_problem at_problem_view(const at_op *op, const void *typed)
 {
-    at_problem p = {op, (void *)typed, ~0ull, 0};
+    at_problem p = {op, (void *)typed, ~0ull};
     return p;
 }
 
@@ -156,7 +158,7 @@ at_status at_problem_create(const char *op, at_problem **out)
         free(data);
         return at_fail(AT_ERR_NO_MEMORY, "out of memory");
     }
-    *p = (at_problem){o, data, 0, 1};
+    *p = (at_problem){o, data, 0};
     for (size_t i = 0; i < o->nfields; i++) {
         const char *def = o->fields[i].d.def;
         if (def && def[0] != '=' && parse_field(&o->fields[i], def, data) != AT_OK) {
@@ -193,7 +195,7 @@ at_problem *at_problem_resolve(const at_problem *p)
         return NULL;
     }
     memcpy(data, p->data, p->op->size);
-    *r = (at_problem){p->op, data, p->set, 1};
+    *r = (at_problem){p->op, data, p->set};
     /* "=m": an unset field takes another field's value (its text, so kinds may differ). */
     for (size_t i = 0; i < p->op->nfields; i++) {
         const at_op_field *f = &p->op->fields[i];
@@ -260,7 +262,7 @@ const char *at_problem_last_error(void) { return at_errmsg(); }
 void at_problem_destroy(at_problem *p)
 {
     if (!p) return;
-    if (p->owns_data) free(p->data);
+    free(p->data);
     free(p);
 }
 

@@ -261,29 +261,29 @@ static at_status append_expanded(const char *path, at_sbuf *out, included *inc, 
     return s;
 }
 
-at_status at_template_load(const char *name, const char *backend, at_template **out)
+/* The YAML path of the template named name in index x (checked by index_check). */
+static at_status find_path(const tpl_index *x, const char *name, char *path, size_t len)
 {
-    *out = NULL;
-    int owned;
-    tpl_index *x = index_get(&owned);
-    at_status s = index_check(x);
-    int i = s == AT_OK && name ? index_find(x, name) : -1;
-    char path[256] = "";
-    if (s == AT_OK && i == -1)
-        s = at_fail(AT_ERR_TEMPLATE, "no template named '%s' in this build", name ? name : "");
-    else if (i == -2)
-        s = AT_ERR_TEMPLATE;
-    if (s == AT_OK) snprintf(path, sizeof path, "%s", x->path[i]);
-    index_put(x, owned);
-    AT_TRY(s);
+    int i = name ? index_find(x, name) : -1;
+    if (i == -1)
+        return at_fail(AT_ERR_TEMPLATE, "no template named '%s' in this build", name ? name : "");
+    if (i == -2) return AT_ERR_TEMPLATE;
+    snprintf(path, len, "%s", x->path[i]);
+    return AT_OK;
+}
 
+/* Loads the template whose YAML is at path (under a templates folder) with the preamble of a
+ * backend. */
+static at_status load_path(const char *path, const char *backend, at_template **out)
+{
     char *yaml = NULL;
     size_t ylen = 0;
     at_template *t = calloc(1, sizeof *t);
     char file[256];
     included inc = {0};
     at_sbuf source = {0}, body = {0};
-    s = t ? read_template_file(path, &yaml, &ylen) : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    at_status s =
+        t ? read_template_file(path, &yaml, &ylen) : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     if (s == AT_OK) s = at_space_load(yaml, ylen, &t->space);
     if (s == AT_OK) {
         snprintf(file, sizeof file, "common/%s.h", backend);
@@ -311,6 +311,19 @@ at_status at_template_load(const char *name, const char *backend, at_template **
     at_sb_free(&source);
     at_sb_free(&body);
     return s;
+}
+
+at_status at_template_load(const char *name, const char *backend, at_template **out)
+{
+    *out = NULL;
+    int owned;
+    tpl_index *x = index_get(&owned);
+    at_status s = index_check(x);
+    char path[256] = "";
+    if (s == AT_OK) s = find_path(x, name, path, sizeof path);
+    index_put(x, owned);
+    AT_TRY(s);
+    return load_path(path, backend, out);
 }
 
 /* Appends word to the ", "-separated list in out unless it is there already. */
@@ -348,15 +361,14 @@ static int applies(const at_space *sp, const char *op, const char *dtype, const 
     return 1;
 }
 
-at_status at_template_select(const at_problem *p, const at_device_info *info, const char *name,
-                             char *out, size_t len)
+/* at_template_select in index x (checked by index_check). */
+static at_status select_in(const tpl_index *x, const at_problem *p, const at_device_info *info,
+                           const char *name, char *out, size_t len)
 {
     const char *op = p->op->name, *dtype = p->op->dtype ? p->op->dtype(p->data) : NULL;
-    int owned;
-    tpl_index *x = index_get(&owned);
-    at_status s = index_check(x);
+    at_status s = AT_OK;
     char why[256];
-    if (s == AT_OK && name) {
+    if (name) {
         int i = index_find(x, name);
         if (i == -1) {
             char known[512] = "";
@@ -373,7 +385,7 @@ at_status at_template_select(const at_problem *p, const at_device_info *info, co
         } else {
             snprintf(out, len, "%s", name);
         }
-    } else if (s == AT_OK) {
+    } else {
         int best = -1;
         for (size_t i = 0; i < x->n; i++)
             if (applies(x->space[i], op, dtype, info, why, sizeof why) &&
@@ -403,6 +415,16 @@ at_status at_template_select(const at_problem *p, const at_device_info *info, co
                             info->backend, info->arch[0] ? " for " : "", info->arch);
         }
     }
+    return s;
+}
+
+at_status at_template_select(const at_problem *p, const at_device_info *info, const char *name,
+                             char *out, size_t len)
+{
+    int owned;
+    tpl_index *x = index_get(&owned);
+    at_status s = index_check(x);
+    if (s == AT_OK) s = select_in(x, p, info, name, out, len);
     index_put(x, owned);
     return s;
 }
@@ -411,11 +433,20 @@ at_status at_template_for(const at_problem *p, const at_device_info *info, const
                           at_template **out)
 {
     *out = NULL;
-    char chosen[64];
-    AT_TRY(at_template_select(p, info, name, chosen, sizeof chosen));
+    /* One index for both steps (with AUTOTUNE_TEMPLATE_PATH set, each index_get reads every
+     * YAML); the chosen name is looked up as at_template_load would, which is what catches two
+     * templates of that name when none was named. */
+    char chosen[64], path[256] = "";
+    int owned;
+    tpl_index *x = index_get(&owned);
+    at_status s = index_check(x);
+    if (s == AT_OK) s = select_in(x, p, info, name, chosen, sizeof chosen);
+    if (s == AT_OK) s = find_path(x, chosen, path, sizeof path);
+    index_put(x, owned);
+    AT_TRY(s);
     at_template *t = NULL;
-    AT_TRY(at_template_load(chosen, info->backend, &t));
-    at_status s = at_template_bind_device(t, info);
+    AT_TRY(load_path(path, info->backend, &t));
+    s = at_template_bind_device(t, info);
     if (s == AT_OK) s = p->op->bind(p->data, t->space);
     at_arglist args;
     int ws = 1; /* any non-NULL workspace: the check covers the optional argument too */

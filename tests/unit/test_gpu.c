@@ -620,6 +620,15 @@ static void test_options(void **state)
     assert_string_equal(argv[2], "-DX");
     free(argv);
 
+    /* With defines asked for and no -D option, the defines are "" (not NULL). */
+    char user3[] = "-O1";
+    argv = at_gpu_options("a", NULL, user3, &argc, &defs);
+    assert_int_equal(argc, 2);
+    assert_non_null(defs);
+    assert_string_equal(defs, "");
+    free(argv);
+    free(defs);
+
     /* Many short -D options: each "-DX" (4 bytes with its space) becomes 12 bytes of #define. */
     char many[4 * 300 + 1] = "";
     for (int i = 0; i < 300; i++) strcat(many, "-DX ");

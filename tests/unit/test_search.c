@@ -210,6 +210,23 @@ static void test_unknown_strategy(void **state)
         assert_non_null(strstr(at_errmsg(), *name));
 }
 
+/* The ", "-joined lists of names in messages (at_join_names): whole, empty, or cut short. */
+static void test_join_names(void **state)
+{
+    (void)state;
+    const char *const names[] = {"ab", "cd", "ef", NULL}, *const none[] = {NULL};
+    char out[16], small[6];
+    assert_string_equal(at_join_names(out, sizeof out, names), "ab, cd, ef");
+    assert_string_equal(at_join_names(out, sizeof out, none), "");
+    assert_string_equal(at_join_names(small, sizeof small, names), "ab, c");
+    at_search_space sp = space_of(10);
+    at_search_options o = {.strategy = "magic"};
+    at_search *s = NULL;
+    assert_int_equal(at_search_create(&sp, &o, &s), AT_ERR_INVALID_ARG);
+    assert_string_equal(at_errmsg(), "unknown strategy 'magic' (known: model, random, exhaustive, "
+                                     "annealing, genetic)");
+}
+
 /* No strategy named: the first of the list, "model" (docs/search.md, docs/decisions.md). */
 static void test_default_is_the_first_strategy(void **state)
 {
@@ -435,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_no_improvement_budget),
         cmocka_unit_test(test_degenerate_spaces),
         cmocka_unit_test(test_unknown_strategy),
+        cmocka_unit_test(test_join_names),
         cmocka_unit_test(test_default_is_the_first_strategy),
         cmocka_unit_test(test_reports_out_of_order_and_repeated),
         cmocka_unit_test(test_strategies_on_a_space_with_holes),

@@ -148,12 +148,12 @@ static const char *cu_error_name(int r)
 /* A failed driver call: status s, message "CUDA <call> failed: <CUDA_ERROR_NAME>". */
 static at_status cu_fail(at_status s, const char *call, CUresult r)
 {
-    return at_gpu_fail(s, g_cu.error_name, "CUDA", call, r);
+    return at_gpu_api_fail(&g_cu, s, call, "", r);
 }
 
 static at_status nv_fail(const char *call, nvrtcResult r)
 {
-    return at_gpu_fail(AT_ERR_COMPILE, g_nv.error_name, "NVRTC", call, r);
+    return at_gpu_rtc_fail(&g_nv, call, r);
 }
 
 /* ---- what gpu.c calls that is not the driver's own signature ------------------------------- */
@@ -380,7 +380,7 @@ static at_status cuda_device_info(int idx, at_device_info *out)
 static void cuda_close(at_bdev *d)
 {
     if (d && !d->gpu.compile_only && d->ctx) {
-        cu.cuCtxSetCurrent(d->ctx);
+        cu_activate(d);
         at_gpu_dev_stop(d);
         cu.cuDevicePrimaryCtxRelease(d->dev);
     }
@@ -449,7 +449,7 @@ static at_status cuda_resources(at_bprog *p, at_resources *out)
     *out = (at_resources){-1, -1, -1, -1, -1, 0};
     if (!p) return at_fail(AT_ERR_INVALID_ARG, "resources: NULL program");
     if (p->log && at_cuda_parse_ptxas(p->log, p->name, out) == 0) return AT_OK;
-    if (p->fn && cu.cuCtxSetCurrent(p->dev->ctx) == 0) {
+    if (p->fn && cu_activate(p->dev) == 0) {
         int regs = 0, smem = 0, local = 0;
         CUresult r = cu.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, p->fn);
         if (r == 0) r = cu.cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, p->fn);

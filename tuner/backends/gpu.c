@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "tuner/backends/gpu.h"
 
+#include "base/sbuf.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdint.h>
@@ -72,29 +74,23 @@ const char *at_gpu_errname(const char *(*name_of)(int), const char *api, int r, 
     return buf;
 }
 
-at_status at_gpu_fail(at_status s, const char *(*name_of)(int), const char *api, const char *call,
-                      int r)
-{
-    char buf[32];
-    return at_fail(s, "%s %s failed: %s", api, call, at_gpu_errname(name_of, api, r, buf));
-}
-
 static const char *api_err(const at_gpu_api *api, int r, char buf[32])
 {
     return at_gpu_errname(api->error_name, api->lib.name, r, buf);
 }
 
-/* "<api> <call><note> failed: <error name>" */
-static at_status api_fail(const at_gpu_api *api, at_status s, const char *call, const char *note,
+at_status at_gpu_api_fail(const at_gpu_api *api, at_status s, const char *call, const char *note,
                           int r)
 {
     char buf[32];
     return at_fail(s, "%s %s%s failed: %s", api->lib.name, call, note, api_err(api, r, buf));
 }
 
-static at_status rtc_fail(const at_gpu_rtc *cc, const char *call, int r)
+at_status at_gpu_rtc_fail(const at_gpu_rtc *cc, const char *call, int r)
 {
-    return at_gpu_fail(AT_ERR_COMPILE, cc->error_name, cc->lib.name, call, r);
+    char buf[32];
+    return at_fail(AT_ERR_COMPILE, "%s %s failed: %s", cc->lib.name, call,
+                   at_gpu_errname(cc->error_name, cc->lib.name, r, buf));
 }
 
 /* ---- the runtime -------------------------------------------------------------------------- */
@@ -213,7 +209,7 @@ at_status at_gpu_dev_start(at_bdev *d)
         g->ev_end = NULL;
         call = api->call.event_create;
     }
-    return call ? api_fail(api, AT_ERR_NO_DEVICE, call, "", r) : AT_OK;
+    return call ? at_gpu_api_fail(api, AT_ERR_NO_DEVICE, call, "", r) : AT_OK;
 }
 
 void at_gpu_dev_stop(at_bdev *d)
@@ -243,7 +239,7 @@ at_status at_gpu_need_device(at_bdev *d, const char *what)
         return at_fail(AT_ERR_UNSUPPORTED, "%s: the %s target %s is compile-only (open_target)",
                        what, api->lib.name, g->arch);
     int r = api->fn.activate(d); /* the calling thread may be new */
-    return r == 0 ? AT_OK : api_fail(api, AT_ERR_LAUNCH, api->call.activate, "", r);
+    return r == 0 ? AT_OK : at_gpu_api_fail(api, AT_ERR_LAUNCH, api->call.activate, "", r);
 }
 
 /* ---- programs ----------------------------------------------------------------------------- */
@@ -307,13 +303,13 @@ static at_status rtc_code(const at_gpu_rtc *cc, void *prog, at_bprog *p, const c
 {
     size_t len = 0;
     int r = cc->fn.code_size(prog, &len);
-    if (r != 0) return rtc_fail(cc, cc->call.code_size, r);
+    if (r != 0) return at_gpu_rtc_fail(cc, cc->call.code_size, r);
     if (len == 0)
         return at_fail(AT_ERR_COMPILE, "%s gave no %s for %s (target %s)", cc->lib.name,
                        cc->code_name, p->name, arch);
     if (!(p->code = malloc(len)))
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for a %zu-byte %s", len, cc->code_name);
-    if ((r = cc->fn.code(prog, p->code)) != 0) return rtc_fail(cc, cc->call.code, r);
+    if ((r = cc->fn.code(prog, p->code)) != 0) return at_gpu_rtc_fail(cc, cc->call.code, r);
     p->code_len = len;
     return AT_OK;
 }
@@ -329,28 +325,26 @@ const char **at_gpu_options(const char *arch_opt, const char *const *fixed, char
     int n = 0;
     argv[n++] = arch_opt;
     for (size_t i = 0; i < nfixed; i++) argv[n++] = fixed[i];
-    /* "-DX" (3 bytes and a separator) becomes "#define X 1\n" (12): at most 4 bytes a byte. */
-    size_t dcap = strlen(user) * 4 + 64, dlen = 0;
-    char *defs = defines ? malloc(dcap) : NULL;
-    if (defines && !defs) {
-        free(argv);
-        return NULL;
-    }
-    if (defs) defs[0] = '\0';
+    at_sbuf defs = {0};
     char *save = NULL;
     for (char *tok = strtok_r(user, " \t\r\n", &save); tok;
          tok = strtok_r(NULL, " \t\r\n", &save)) {
-        if (!defs || strncmp(tok, "-D", 2) != 0 || !tok[2]) {
+        if (!defines || strncmp(tok, "-D", 2) != 0 || !tok[2]) {
             argv[n++] = tok;
             continue;
         }
         const char *eq = strchr(tok + 2, '=');
         int name_len = eq ? (int)(eq - tok - 2) : (int)strlen(tok + 2);
-        dlen += (size_t)snprintf(defs + dlen, dcap - dlen, "#define %.*s %s\n", name_len, tok + 2,
-                                 eq ? eq + 1 : "1");
+        at_sb_printf(&defs, "#define %.*s %s\n", name_len, tok + 2, eq ? eq + 1 : "1");
+    }
+    /* "" when there is no -D option: the caller still puts its #line before the source. */
+    char *text = defines ? at_sb_take(&defs) : NULL;
+    if (defines && !text) {
+        free(argv);
+        return NULL;
     }
     *argc = n;
-    if (defines) *defines = defs;
+    if (defines) *defines = text;
     return argv;
 }
 
@@ -390,7 +384,7 @@ at_status at_gpu_compile(at_bdev *d, const char *src, const char *options, const
     int r = cc->fn.create(&prog, full ? full : src, file, 0, NULL, NULL);
     if (r != 0) {
         prog = NULL;
-        s = rtc_fail(cc, cc->call.create, r);
+        s = at_gpu_rtc_fail(cc, cc->call.create, r);
         goto done;
     }
     if (cc->before && (s = cc->before(prog, kernel_name)) != AT_OK) goto done;
@@ -495,7 +489,7 @@ at_status at_gpu_buffer_write(at_bdev *d, at_bbuf b, size_t off, const void *src
     if (bytes == 0) return AT_OK;
     at_gpu_dev *g = gpu_of(d);
     int r = g->api->fn.copy_in(g->stream, b.handle, off, src, bytes);
-    return r == 0 ? AT_OK : api_fail(g->api, AT_ERR_LAUNCH, g->api->call.copy_in, "", r);
+    return r == 0 ? AT_OK : at_gpu_api_fail(g->api, AT_ERR_LAUNCH, g->api->call.copy_in, "", r);
 }
 
 at_status at_gpu_buffer_read(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t bytes)
@@ -505,7 +499,7 @@ at_status at_gpu_buffer_read(at_bdev *d, at_bbuf b, size_t off, void *dst, size_
     if (bytes == 0) return AT_OK;
     at_gpu_dev *g = gpu_of(d);
     int r = g->api->fn.copy_out(g->stream, dst, b.handle, off, bytes);
-    return r == 0 ? AT_OK : api_fail(g->api, AT_ERR_LAUNCH, g->api->call.copy_out, "", r);
+    return r == 0 ? AT_OK : at_gpu_api_fail(g->api, AT_ERR_LAUNCH, g->api->call.copy_out, "", r);
 }
 
 at_status at_gpu_buffer_view(at_bdev *d, at_bbuf b, size_t off, size_t bytes, at_bbuf *out)
@@ -530,7 +524,7 @@ at_status at_gpu_buffer_fill(at_bdev *d, at_bbuf b, unsigned char value)
     AT_TRY(at_gpu_need_device(d, "buffer_fill"));
     at_gpu_dev *g = gpu_of(d);
     int r = g->api->fn.fill(b.handle, value, b.bytes, g->stream);
-    return r == 0 ? AT_OK : api_fail(g->api, AT_ERR_LAUNCH, g->api->call.fill, "", r);
+    return r == 0 ? AT_OK : at_gpu_api_fail(g->api, AT_ERR_LAUNCH, g->api->call.fill, "", r);
 }
 
 /* ---- launch ------------------------------------------------------------------------------- */
@@ -563,7 +557,7 @@ at_status at_gpu_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nar
     int r = 0;
     if (ms) pthread_mutex_lock(&g->timing_mu);
     if (ms && (r = api->fn.event_record(g->ev_start, s)) != 0)
-        st = api_fail(api, AT_ERR_LAUNCH, api->call.event_record, " (start)", r);
+        st = at_gpu_api_fail(api, AT_ERR_LAUNCH, api->call.event_record, " (start)", r);
     if (st == AT_OK &&
         (r = api->fn.launch(p->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                             (unsigned int)shared_bytes, s, nargs ? params : NULL, NULL)) != 0) {
@@ -577,11 +571,12 @@ at_status at_gpu_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nar
     if (ms && st == AT_OK) {
         float f = 0.0f;
         if ((r = api->fn.event_record(g->ev_end, s)) != 0)
-            st = api_fail(api, AT_ERR_LAUNCH, api->call.event_record, " (end)", r);
+            st = at_gpu_api_fail(api, AT_ERR_LAUNCH, api->call.event_record, " (end)", r);
         else if ((r = api->fn.event_sync(g->ev_end)) != 0)
-            st = api_fail(api, AT_ERR_LAUNCH, api->call.event_sync, " (kernel execution)", r);
+            st =
+                at_gpu_api_fail(api, AT_ERR_LAUNCH, api->call.event_sync, " (kernel execution)", r);
         else if ((r = api->fn.event_elapsed(&f, g->ev_start, g->ev_end)) != 0)
-            st = api_fail(api, AT_ERR_LAUNCH, api->call.event_elapsed, "", r);
+            st = at_gpu_api_fail(api, AT_ERR_LAUNCH, api->call.event_elapsed, "", r);
         else
             *ms = (double)f;
     }
@@ -595,7 +590,7 @@ at_status at_gpu_check(at_bdev *d)
     AT_TRY(at_gpu_need_device(d, "check"));
     const at_gpu_api *api = gpu_of(d)->api;
     int r = api->fn.device_sync();
-    return r == 0 ? AT_OK : api_fail(api, AT_ERR_DEVICE_LOST, api->call.device_sync, "", r);
+    return r == 0 ? AT_OK : at_gpu_api_fail(api, AT_ERR_DEVICE_LOST, api->call.device_sync, "", r);
 }
 
 at_status at_gpu_finish(at_bdev *d)
@@ -603,7 +598,7 @@ at_status at_gpu_finish(at_bdev *d)
     AT_TRY(at_gpu_need_device(d, "finish"));
     at_gpu_dev *g = gpu_of(d);
     int r = g->api->fn.stream_sync(g->stream);
-    return r == 0 ? AT_OK : api_fail(g->api, AT_ERR_LAUNCH, g->api->call.stream_sync, "", r);
+    return r == 0 ? AT_OK : at_gpu_api_fail(g->api, AT_ERR_LAUNCH, g->api->call.stream_sync, "", r);
 }
 
 void *at_gpu_native_queue(at_bdev *d) { return d ? gpu_of(d)->stream : NULL; }

@@ -62,9 +62,6 @@ at_status at_gpu_lib_load(at_gpu_lib *l);
 /* name_of(r) (the library's own name for error r) when it has one, else "<api> error <r>" in
  * buf. name_of may be NULL. */
 const char *at_gpu_errname(const char *(*name_of)(int), const char *api, int r, char buf[32]);
-/* A failed call: status s, message "<api> <call> failed: <error name>". */
-at_status at_gpu_fail(at_status s, const char *(*name_of)(int), const char *api, const char *call,
-                      int r);
 
 /* ---- the runtime -------------------------------------------------------------------------- */
 
@@ -129,6 +126,9 @@ typedef struct at_gpu_api {
 /* The start of a runtime's library (lib.start; l is the at_gpu_api's lib): fn.init(0),
  * fn.version (0 if it does not say) and at least one device from fn.device_count. */
 int at_gpu_runtime_start(at_gpu_lib *l, const char *used);
+/* A failed runtime call: status s, message "<lib.name> <call><note> failed: <error name>". */
+at_status at_gpu_api_fail(const at_gpu_api *api, at_status s, const char *call, const char *note,
+                          int r);
 
 /* ---- the compiler ------------------------------------------------------------------------- */
 
@@ -170,6 +170,8 @@ typedef struct at_gpu_rtc {
 
 /* The start of a compiler's library (lib.start; l is the at_gpu_rtc's lib): its version. */
 int at_gpu_rtc_start(at_gpu_lib *l, const char *used);
+/* A failed compiler call: AT_ERR_COMPILE, message "<lib.name> <call> failed: <error name>". */
+at_status at_gpu_rtc_fail(const at_gpu_rtc *cc, const char *call, int r);
 
 /* Usable: rt's library with a device, then cc's. why gets the reason it is not ("" if it is). */
 at_status at_gpu_probe(at_gpu_api *rt, at_gpu_rtc *cc, char *why, size_t whylen);

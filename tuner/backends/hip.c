@@ -129,7 +129,7 @@ struct at_bdev {
 /* A failed runtime call: status s, message "HIP <call> failed: <hipError name>". */
 static at_status hip_fail(at_status s, const char *call, hipError_t r)
 {
-    return at_gpu_fail(s, g_hip.error_name, "HIP", call, r);
+    return at_gpu_api_fail(&g_hip, s, call, "", r);
 }
 
 static int hip_activate(at_bdev *d) { return hip.hipSetDevice(d->idx); }
@@ -437,7 +437,7 @@ static at_status hip_device_info(int idx, at_device_info *out)
 
 static void hip_close(at_bdev *d)
 {
-    if (d && !d->gpu.compile_only && hip.hipSetDevice(d->idx) == 0) at_gpu_dev_stop(d);
+    if (d && !d->gpu.compile_only && hip_activate(d) == 0) at_gpu_dev_stop(d);
     at_gpu_dev_free(d);
 }
 
@@ -451,8 +451,7 @@ static at_status hip_open(int idx, at_bdev **out)
     if (s == AT_OK) s = at_gpu_dev_new(sizeof *d, &g_hip, &g_rtc, arch, false, &d);
     if (s != AT_OK) return s;
     d->idx = idx;
-    s = at_gpu_lib_load(&g_rtc.lib);
-    if (s == AT_OK) s = probe_target(d->gpu.arch);
+    s = probe_target(d->gpu.arch);           /* hipRTC is loaded: check_index probed it */
     if (s == AT_OK) s = at_gpu_dev_start(d); /* current, stream, events */
     if (s != AT_OK) {
         hip_close(d);

@@ -1,9 +1,10 @@
-/* main.c — the `autotune` command: a thin layer over the public API (include/autotune.h).
- * Every operation the library knows is a command (`autotune gemm ...`), its problem fields
- * (those that identify a problem) its options. JSON goes out through cJSON.
- * Exit codes: 0 success, 2 bad usage or input, 1 a runtime failure. */
+/* main.c — the `autotune` command: a thin layer over the public API (include/autotune.h), which
+ * reads numbers with the library's own parsers (base/util.h). Every operation the library knows is
+ * a command (`autotune gemm ...`), its problem fields (those that identify a problem) its options.
+ * JSON goes out through cJSON. Exit codes: 0 success, 2 bad usage or input, 1 a runtime failure. */
 #define _POSIX_C_SOURCE 200809L
 #include "autotune.h"
+#include "base/util.h"
 
 #include <cJSON.h>
 
@@ -150,18 +151,15 @@ static int name_index(const char *const *names, const char *val)
 static int pick(const char *what, const char *val, const char *const *names, int *out)
 {
     if ((*out = name_index(names, val)) >= 0) return 0;
-    char list[512] = "";
-    for (size_t i = 0, used = 0; names[i] && used < sizeof list; i++)
-        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
-    return usage_error("unknown %s '%s' (one of: %s)", what, val, list);
+    char list[512];
+    return usage_error("unknown %s '%s' (one of: %s)", what, val,
+                       at_join_names(list, sizeof list, names));
 }
 
-/* Decimal digits only, after one '-' where allow_neg: the magnitude in *mag. 0 when s is not
- * such a number or its magnitude does not fit in 64 bits. */
-static int scan_decimal(const char *s, int allow_neg, int *neg, uint64_t *mag)
+/* Decimal digits only: the value in *out. 0 when s is not such a number or it does not fit in
+ * 64 bits. */
+static int scan_decimal(const char *s, uint64_t *out)
 {
-    *neg = allow_neg && *s == '-';
-    s += *neg;
     if (!isdigit((unsigned char)*s)) return 0;
     uint64_t v = 0;
     for (; *s; s++) {
@@ -169,18 +167,8 @@ static int scan_decimal(const char *s, int allow_neg, int *neg, uint64_t *mag)
         if (!isdigit((unsigned char)*s) || v > (UINT64_MAX - d) / 10) return 0;
         v = v * 10 + d;
     }
-    *mag = v;
+    *out = v;
     return 1;
-}
-
-/* A decimal integer from lo to hi. */
-static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    int neg;
-    uint64_t m;
-    if (!scan_decimal(s, 1, &neg, &m) || m > (uint64_t)INT64_MAX + neg) return 0;
-    *out = neg ? -(int64_t)(m - 1) - 1 : (int64_t)m;
-    return *out >= lo && *out <= hi;
 }
 
 /* The length of the D+(.D+)? that s starts with (D a decimal digit); 0 if it does not. */
@@ -189,23 +177,6 @@ static size_t scan_fixed(const char *s)
     size_t n = strspn(s, "0123456789"), f;
     if (n && s[n] == '.' && (f = strspn(s + n + 1, "0123456789"))) n += 1 + f;
     return n;
-}
-
-/* A finite decimal number: -?D+(.D+)?([eE][-+]?D+)? (no spaces, '+', hex, inf or nan). */
-static int parse_real(const char *s, double *out)
-{
-    const char *p = s + (*s == '-'), *e;
-    size_t n = scan_fixed(p);
-    if (!n) return 0;
-    p += n;
-    if (*p == 'e' || *p == 'E') {
-        e = p + 1 + (p[1] == '-' || p[1] == '+');
-        if (!(n = strspn(e, "0123456789"))) return 0;
-        p = e + n;
-    }
-    if (*p) return 0;
-    *out = strtod(s, NULL);
-    return isfinite(*out);
 }
 
 /* Reads the value of one option into o; a usage error naming it when the value is bad. */
@@ -220,26 +191,24 @@ static int set_opt(const opt_spec *sp, const char *val, opts *o)
             int i;
             if (pick(sp->name, val, sp->field->choices, &i)) return EXIT_USAGE;
         } else if (sp->field->kind == AT_FIELD_INT) {
-            if (!parse_int(val, sp->field->lo, sp->field->hi, &v))
+            if (at_parse_i64(val, sp->field->lo, sp->field->hi, &v) != 0)
                 return usage_error("--%s '%s' is not an integer from %lld to %lld", sp->name, val,
                                    (long long)sp->field->lo, (long long)sp->field->hi);
-        } else if (!parse_real(val, &x)) {
+        } else if (at_parse_real(val, &x) != 0) {
             return usage_error("--%s '%s' is not a finite number", sp->name, val);
         }
         o->field[sp->offset] = val;
         return 0;
     case OPT_INT:
-        if (!parse_int(val, sp->lo, sp->hi, (int64_t *)field))
+        if (at_parse_i64(val, sp->lo, sp->hi, (int64_t *)field) != 0)
             return usage_error("--%s '%s' is not an integer from %lld to %lld", sp->name, val,
                                (long long)sp->lo, (long long)sp->hi);
         return 0;
-    case OPT_SEED: {
-        int neg;
-        if (!scan_decimal(val, 0, &neg, (uint64_t *)field))
+    case OPT_SEED:
+        if (!scan_decimal(val, (uint64_t *)field))
             return usage_error("--%s '%s' is not an integer from 0 to %llu", sp->name, val,
                                (unsigned long long)UINT64_MAX);
         return 0;
-    }
     case OPT_BUDGET: {
         /* N evaluations, or Ns (N.Ns) seconds. */
         size_t n = scan_fixed(val);
@@ -1033,20 +1002,15 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {
         {"space", cmd_space}, {"devices", cmd_devices}, {"db", cmd_db}, {"replay", cmd_replay}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        if (strcmp(cmd, cmds[i].name) != 0) continue;
-        static char name[64];
-        snprintf(name, sizeof name, "autotune %s", cmd);
-        g_cmd = name;
-        return cmds[i].fn(argc - 2, argv + 2);
-    }
+    int (*fn)(int, char **) = NULL;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0] && !fn; i++)
+        if (strcmp(cmd, cmds[i].name) == 0) fn = cmds[i].fn;
     /* Every operation is a command: autotune gemm --m 1024 --n 1024. */
-    for (const char *const *op = at_operations(); *op; op++) {
-        if (strcmp(cmd, *op) != 0) continue;
-        static char name[64];
-        snprintf(name, sizeof name, "autotune %s", cmd);
-        g_cmd = name;
-        return cmd_op(cmd, argc - 2, argv + 2);
-    }
-    return usage_error("unknown command '%s'", cmd);
+    const char *const *op = at_operations();
+    while (!fn && *op && strcmp(cmd, *op) != 0) op++;
+    if (!fn && !*op) return usage_error("unknown command '%s'", cmd);
+    static char name[64];
+    snprintf(name, sizeof name, "autotune %s", cmd);
+    g_cmd = name;
+    return fn ? fn(argc - 2, argv + 2) : cmd_op(cmd, argc - 2, argv + 2);
 }
