@@ -392,8 +392,7 @@ at_status at_kernel_launch(at_kernel *k, const at_devptr *buffers, size_t nbuffe
 {
     if (!k) return at_fail(AT_ERR_INVALID_ARG, "no kernel");
     const at_op *op = k->problem->op;
-    size_t nroles = 0;
-    while (op->roles[nroles]) nroles++;
+    size_t nroles = at_op_nroles(op);
     void *handles[AT_MAX_BUFFERS];
     at_status s = AT_OK;
     if (!buffers || nbuffers != nroles)

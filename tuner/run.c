@@ -57,7 +57,7 @@ at_status at_runner_open(at_runner *r, at_context *ctx, const at_problem *p,
     memset(r, 0, sizeof *r);
     r->ctx = ctx;
     r->p = p;
-    while (r->nbufs < AT_MAX_BUFFERS && p->op->roles[r->nbufs]) r->nbufs++;
+    r->nbufs = at_op_nroles(p->op); /* at most AT_MAX_BUFFERS: the registry's rule */
     at_op_buffer lay[AT_MAX_BUFFERS];
     memset(lay, 0, sizeof lay);
     AT_TRY(p->op->layout(p->data, lay));
