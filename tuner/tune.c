@@ -258,8 +258,12 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     at_recording *recording = NULL;
     size_t *map = NULL;
     at_replay_eval replay;
-    device_eval dev = {
-        .ctx = ctx, .t = t, .problem_key = pkey, .configs = configs, .force = opts->force};
+    device_eval dev = {.ctx = ctx,
+                       .t = t,
+                       .problem_key = pkey,
+                       .configs = configs,
+                       .force = opts->force,
+                       .cancel = opts->cancel};
     at_evaluator *ev = &dev.ev;
     at_status st = AT_OK;
     if (opts->replay_db) {
