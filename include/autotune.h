@@ -104,6 +104,29 @@ typedef struct at_gemm_problem {
     int64_t lda, ldb, ldc; /* leading dimensions in elements; 0 means packed */
 } at_gemm_problem;
 
+/* Fused attention forward: O = softmax(Q K^T * scale [+ causal mask]) V per (batch, head), and
+ * LSE, the natural log of each row's softmax denominator (max + log(sum), over the scaled
+ * scores), which combining partial results or a backward pass needs. docs/attention.md. */
+typedef enum at_attention_layout {
+    AT_ATTENTION_BSHD = 0, /* (batch, seq, heads, head_dim) contiguous: PyTorch's (B, S, H, D) */
+    AT_ATTENTION_BHSD = 1  /* (batch, heads, seq, head_dim) contiguous */
+} at_attention_layout;
+
+typedef struct at_attention_problem {
+    int64_t batch;    /* >= 1 */
+    int64_t heads;    /* query heads H >= 1 */
+    int64_t kv_heads; /* key/value heads G: H % G == 0 (G == H: multi-head, 1: multi-query);
+                       * query head h reads key/value head h / (H / G) */
+    int64_t seq;      /* query length S >= 1 */
+    int64_t seq_kv;   /* key length S2 >= 1; >= S when causal */
+    int64_t head_dim; /* D: 32, 64, 80, 96, 128 or 256 */
+    int causal;       /* 1: query i sees keys j <= i + (S2 - S) (the bottom-right alignment of
+                       * FlashAttention 2.1+ and PyTorch's causal_lower_right) */
+    at_dtype dtype;   /* of Q, K, V and O (only AT_DTYPE_F32 on OpenCL); LSE is always f32 */
+    at_attention_layout layout; /* of Q, K, V and O alike; LSE is (batch, heads, seq) */
+    float scale;                /* 0: 1/sqrt(head_dim) */
+} at_attention_problem;
+
 /* Flags of at_gemm_get(). On a miss, ALLOW_TUNE tunes now (default options) instead of falling
  * back; NO_FALLBACK returns AT_ERR_NOT_FOUND rather than a nearest-shape or default kernel. */
 #define AT_GET_ALLOW_TUNE  1u
@@ -199,6 +222,20 @@ at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, vo
 /* The configuration string of a kernel, "BM=64,BN=64,...". */
 const char *at_kernel_config(const at_kernel *k);
 void at_kernel_destroy(at_kernel *k); /* accepts NULL */
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* As at_gemm_get / at_gemm_tune, for attention: fallbacks to the nearest tuned shape (same
+ * dtype, layout, head_dim, causal and head grouping) and the template's defaults. */
+at_status at_attention_get(at_context *ctx, const at_attention_problem *p, unsigned flags,
+                           at_kernel **out, at_source *source);
+at_status at_attention_tune(at_context *ctx, const at_attention_problem *p,
+                            const at_tune_options *opts, at_tune_report *report, at_kernel **out);
+/* Launches attention on the caller's buffers: q, o (batch*seq*heads*head_dim elements of
+ * p->dtype), k, v (batch*seq_kv*kv_heads*head_dim), lse (batch*heads*seq f32). Asynchronous;
+ * a split-KV kernel's workspace is kept with it, as at_gemm_launch's split-K one. */
+at_status at_attention_launch(at_kernel *k, at_devptr q, at_devptr kk, at_devptr v, at_devptr o,
+                              at_devptr lse, void *stream);
 
 /* ---- buffers ---------------------------------------------------------------------------- */
 
@@ -350,7 +387,8 @@ typedef struct at_problem at_problem; /* an operation and the values of its fiel
 typedef enum at_field_kind {
     AT_FIELD_INT = 0,    /* an integer in [lo, hi] */
     AT_FIELD_CHOICE = 1, /* one of choices[] */
-    AT_FIELD_REAL = 2    /* a finite number */
+    AT_FIELD_REAL = 2,   /* a finite number */
+    AT_FIELD_FLAG = 3    /* 0 or 1 (also "false"/"true"); on the CLI a bare --name sets it */
 } at_field_kind;
 
 typedef struct at_field_desc {
