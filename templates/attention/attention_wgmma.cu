@@ -273,6 +273,7 @@ KERNEL void attention_wgmma(const unsigned short *__restrict__ Q,
         at_wgmma_wait<0>(); /* S, and the previous tile's O += P V */
         at_fence_regs<BKV / 2>(sc);
         at_fence_regs<HEAD_DIM / 2>(o);
+        at_fence_regs<BKV / 4>(&pa[0][0]); /* read by the previous tile's O += P V until now */
 
         /* 2. online softmax, log2 domain */
         const bool mask = (EDGE_KV && kv0 + BKV > seq_kv) || (CAUSAL && kv0 + BKV - 1 > q0 + diag);

@@ -49,8 +49,10 @@ template <int N> INLINE void at_wgmma_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 /* Keeps the compiler from moving accesses of an accumulator register across the wgmma
- * fence/wait around it (it does not know the asynchronous MMA writes it). */
+ * fence/wait around it (it does not know the asynchronous MMA writes it); on a register-A
+ * operand after the wait, keeps its value live (unchanged) until the MMA has read it. */
 INLINE void at_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+INLINE void at_fence_reg(unsigned &r) { asm volatile("" : "+r"(r)::"memory"); }
 
 /* the accumulator operands "+f"(d[0]) .. "+f"(d[N/2-1]) */
 #define AT_ACC8(i)                                                                                 \
@@ -121,8 +123,8 @@ INLINE void at_wgmma_rs(float *d, const unsigned *a, const at_desc db, const int
 #undef AT_ACC8
 #endif /* AT_PTX_EMULATE */
 
-/* at_fence_reg on the N registers r[0 .. N-1] (around the asynchronous MMAs that write them). */
-template <int N> INLINE void at_fence_regs(float *r)
+/* at_fence_reg on the N registers r[0 .. N-1] (around the asynchronous MMAs that use them). */
+template <int N, typename T> INLINE void at_fence_regs(T *r)
 {
     AT_UNROLL(N)
     for (int i = 0; i < N; ++i)

@@ -139,6 +139,7 @@ INLINE void at_st_shared16(at_saddr dst, unsigned w0, unsigned w1, unsigned w2, 
 }
 INLINE void at_fence_proxy_async() {}
 INLINE void at_fence_reg(float &) {}
+INLINE void at_fence_reg(unsigned &) {}
 INLINE void at_wgmma_fence() {}
 INLINE void at_wgmma_commit() { at_emu::commit(at_emu::mma_groups, at_emu::mma_open); }
 template <int N> INLINE void at_wgmma_wait()
