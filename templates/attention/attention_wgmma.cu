@@ -115,7 +115,9 @@
 INLINE float at_shfl_xor(const float v, const int mask)
 {
     float r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=f"(r) : "f"(v), "r"(mask));
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n"
+                 : "=f"(r)
+                 : "f"(v), "r"(mask));
     return r;
 }
 /* 2^x and log2(x), one MUFU instruction each (2^-inf = 0) */
