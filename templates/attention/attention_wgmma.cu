@@ -13,8 +13,7 @@
  * every thread with 16-byte cp.async copies, one commit group per key tile (Q joins the first).
  * Per key tile each warpgroup
  *   1. S = Q K^T: HEAD_DIM/16 wgmma m64nBKVk16, A (Q) and B (K) from shared memory through
- *      descriptors, committed and waited for (wait_group 0, which also retires step 4 of the
- *      previous tile);
+ *      descriptors, committed and waited for;
  *   2. online softmax in registers, in the log2 domain: x = s * scale * log2(e), keys past
  *      seq_kv and (causal) past the diagonal get -inf on the tiles that have such keys only;
  *      the row max over the four threads of a quad by two butterfly shuffles; p = ex2(x - max);
@@ -24,11 +23,17 @@
  *      A fragment of keys 16j..16j+15 (the layouts coincide, templates/common/cuda_wgmma.h);
  *   4. O += P V: BKV/16 wgmma m64nHEAD_DIMk16 with A from registers and B (V) from shared memory,
  *      MN-major (the transpose bit: V is staged as it lies in memory, head dimension
- *      contiguous); committed, not waited for: it runs while the next tile's S is issued.
+ *      contiguous); committed, not waited for.
+ * OVERLAP = 0 runs the steps in that order (step 4 of tile t runs while tile t+1's S is issued
+ * and waited for). OVERLAP = 1 (FlashAttention-3's intra-warpgroup overlap) issues step 4 of
+ * tile t-1 right behind step 1 of tile t and waits for S alone (wait_group 1), so the softmax
+ * of tile t (MUFU, FMA) runs while the tensor cores do tile t-1's P V; before step 3 touches O
+ * and P it waits for that P V (wait_group 0); the last tile's P V follows the loop. Same
+ * registers (S, O and P of one tile each), more code (step 4 appears twice).
  * Ring invariant (as gemm_wgmma.cu): the copy issued in iteration t goes to the stage of tile
- * t-2, whose K (step 1 of t-2) and V (step 4 of t-2, retired by the wait in step 1 of t-1) every
- * warpgroup is done with by the barrier of iteration t; STAGES-2 tiles are in flight while one
- * is consumed and one is being retired (STAGES >= 3).
+ * t-2, whose K (step 1 of t-2) and V (step 4 of t-2, retired by a wait of iteration t-1 in
+ * either order) every warpgroup is done with by the barrier of iteration t; STAGES-2 tiles are
+ * in flight while one is consumed and one is being retired (STAGES >= 3).
  *
  * Causal: key tiles wholly past the block's last row's diagonal are never loaded or computed;
  * the tiles that cross a diagonal (and the last, partial key tile when EDGE_KV) are masked, the
@@ -66,6 +71,7 @@
  *   BKV     keys per K/V tile, the N of the S wgmma (64 or 128)
  *   STAGES  K/V ring depth (>= 3)
  *   SPLIT   key splits (1: none)
+ *   OVERLAP 1: the softmax of a tile overlaps the previous tile's P V (above)
  * Problem defines: HEAD_DIM (64 or 128), CAUSAL, EDGE_Q, EDGE_KV, DT, IDX64 (attention_problem.h).
  * Launch: local = [128*BQ/64, 1, 1], global = [ceil(seq/BQ) * local0, batch*heads, SPLIT],
  * dynamic shared memory (BQ + 2*STAGES*BKV)*HEAD_DIM*2 + 1024 bytes (the 1024 align the tiles to
@@ -88,6 +94,9 @@
 #endif
 #ifndef SPLIT
 #define SPLIT 1
+#endif
+#ifndef OVERLAP
+#define OVERLAP 1
 #endif
 #include "attention_problem.h" /* HEAD_DIM, CAUSAL, EDGE_Q, EDGE_KV, DT, IDX64; idx_t */
 
@@ -251,6 +260,12 @@ KERNEL void attention_wgmma(const unsigned short *__restrict__ Q,
     float mx[2] = {at_neg_inf(), at_neg_inf()}; /* rows r0, r0+8: max of x so far */
     float sum[2] = {0.0f, 0.0f};                /* ... this thread's part of sum ex2(x - max) */
 
+    /* O += P V over tile t's V, in stage s (acc_in 0 on the first tile) */
+#define AT_PV(s, t)                                                                                \
+    AT_UNROLL(BKV / 16)                                                                            \
+    for (int j = 0; j < BKV / 16; ++j)                                                             \
+        at_wgmma_rs<HEAD_DIM, 1>(o, pa[j], at_desc_mn<BKV>(AT_SV(s), 0, j * 16), (t) > 0 || j > 0)
+
     AT_UNROLL(1)
     for (int it = 0; it < nt; ++it) {
         at_cp_wait<STAGES - 3>(); /* this thread's copies of tile it (and Q) have landed */
@@ -264,18 +279,23 @@ KERNEL void attention_wgmma(const unsigned short *__restrict__ Q,
         const int st = it % STAGES;
         const int kv0 = (t0 + it) * BKV;
 
-        /* 1. S = Q K^T */
+        /* 1. S = Q K^T; behind it, 4. of the previous tile: O += P V */
         at_fence_regs<BKV / 2>(sc);
+        at_fence_regs<HEAD_DIM / 2>(o);
         at_wgmma_fence();
         AT_UNROLL(HEAD_DIM / 16)
         for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
             at_wgmma<BKV, 0, 0>(sc, at_desc_k<BQ, KSW>(sQ, wg * 64, kk * 16),
                                 at_desc_k<BKV, KSW>(AT_SK(st), 0, kk * 16), kk > 0);
         at_wgmma_commit();
-        at_wgmma_wait<0>(); /* S, and the previous tile's O += P V */
+        if (OVERLAP && it > 0) {
+            AT_PV((it + STAGES - 1) % STAGES, it - 1);
+            at_wgmma_commit();
+            at_wgmma_wait<1>(); /* S; the P V runs on during the softmax */
+        } else {
+            at_wgmma_wait<0>(); /* S (and without OVERLAP, the previous tile's P V) */
+        }
         at_fence_regs<BKV / 2>(sc);
-        at_fence_regs<HEAD_DIM / 2>(o);
-        at_fence_regs<BKV / 4>(&pa[0][0]); /* read by the previous tile's O += P V until now */
 
         /* 2. online softmax, log2 domain */
         const bool mask = (EDGE_KV && kv0 + BKV > seq_kv) || (CAUSAL && kv0 + BKV - 1 > q0 + diag);
@@ -307,29 +327,36 @@ KERNEL void attention_wgmma(const unsigned short *__restrict__ Q,
             sc[r] = p;
         }
 
-        /* 3. P into A-operand registers; O rescaled */
+        /* 3. once the P V is done: O rescaled, P into the A-operand registers */
+        if (OVERLAP) at_wgmma_wait<0>();
+        at_fence_regs<HEAD_DIM / 2>(o);
+        at_fence_regs<BKV / 4>(&pa[0][0]); /* read by that P V until now */
+        if (it > 0)
+            AT_UNROLL(HEAD_DIM / 2)
+            for (int r = 0; r < HEAD_DIM / 2; ++r)
+                o[r] *= alpha[(r / 2) % 2];
         AT_UNROLL(BKV / 16)
         for (int j = 0; j < BKV / 16; ++j)
             AT_UNROLL(4)
             for (int q = 0; q < 4; ++q)
                 pa[j][q] = at_pack2(sc[8 * j + 2 * q], sc[8 * j + 2 * q + 1]);
-        if (it > 0)
-            AT_UNROLL(HEAD_DIM / 2)
-            for (int r = 0; r < HEAD_DIM / 2; ++r)
-                o[r] *= alpha[(r / 2) % 2];
-
-        /* 4. O += P V, left running */
+        if (!OVERLAP) { /* 4. O += P V, left running while the next tile's S is issued */
+            at_fence_regs<HEAD_DIM / 2>(o);
+            at_wgmma_fence();
+            AT_PV(st, it);
+            at_wgmma_commit();
+        }
+    }
+    if (OVERLAP && nt > 0) { /* 4. of the last tile */
         at_fence_regs<HEAD_DIM / 2>(o);
         at_wgmma_fence();
-        AT_UNROLL(BKV / 16)
-        for (int j = 0; j < BKV / 16; ++j)
-            at_wgmma_rs<HEAD_DIM, 1>(o, pa[j], at_desc_mn<BKV>(AT_SV(st), 0, j * 16),
-                                     it > 0 || j > 0);
+        AT_PV((nt - 1) % STAGES, nt - 1);
         at_wgmma_commit();
     }
     at_wgmma_wait<0>();
     at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
     at_fence_regs<HEAD_DIM / 2>(o);
+#undef AT_PV
 #undef AT_STAGE_KV
 #undef AT_SK
 #undef AT_SV

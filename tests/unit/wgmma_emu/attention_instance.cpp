@@ -59,7 +59,8 @@ void run(const at_emu_attn_args &a)
     for (std::thread &t : threads) t.join();
 }
 
-const at_emu_attn_kernel self = {BQ, BKV, STAGES, SPLIT, HEAD_DIM, CAUSAL, EDGE_Q, DT, run};
+const at_emu_attn_kernel self = {BQ,     BKV,    STAGES, SPLIT,   HEAD_DIM,
+                                 CAUSAL, EDGE_Q, DT,     OVERLAP, run};
 const bool registered = at_emu_attn_register(&self);
 
 } // namespace

@@ -33,7 +33,7 @@ struct at_emu_attn_args {
 };
 
 struct at_emu_attn_kernel {
-    int bq, bkv, stages, split, d, causal, edge, dt; /* edge: EDGE_Q = EDGE_KV */
+    int bq, bkv, stages, split, d, causal, edge, dt, overlap; /* edge: EDGE_Q = EDGE_KV */
     void (*run)(const at_emu_attn_args &);
 };
 

@@ -161,12 +161,13 @@ static int check(const at_emu_attn_kernel *kn, const problem &p)
         const double tol = 4.0 * eps, tol_lse = 1e-4;
         if (!(worst <= tol) || !(worst_lse <= tol_lse) || stray || dirty || at_emu::errors) {
             fprintf(stderr,
-                    "FAIL BQ%d BKV%d ST%d SPLIT%d D%d%s%s %s: b%d h%d/%d s%d/%d %s pad %d, %s: "
+                    "FAIL BQ%d BKV%d ST%d SPLIT%d OVERLAP%d D%d%s%s %s: b%d h%d/%d s%d/%d %s pad "
+                    "%d, %s: "
                     "O error %g (tol %g), LSE error %g (tol %g), %d stray writes, %d nonzero "
                     "workspace words, %d emulator errors\n",
-                    kn->bq, kn->bkv, kn->stages, kn->split, D, kn->causal ? " causal" : "",
-                    kn->edge ? "" : " no-edge", dt ? "bf16" : "f16", p.batch, H, G, S, S2,
-                    p.bhsd ? "bhsd" : "bshd", p.pad,
+                    kn->bq, kn->bkv, kn->stages, kn->split, kn->overlap, D,
+                    kn->causal ? " causal" : "", kn->edge ? "" : " no-edge", dt ? "bf16" : "f16",
+                    p.batch, H, G, S, S2, p.bhsd ? "bhsd" : "bshd", p.pad,
                     mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
                     tol, worst_lse, tol_lse, stray, dirty, at_emu::errors);
             bad++;
