@@ -7,36 +7,37 @@
  *
  * A work-group owns BQ rows; each of its BQ/RQ work-items owns RQ of them outright (all HEAD_DIM
  * columns of their O accumulator, their running max m and sum l) and walks the keys in tiles of
- * BKV, so without staging there is no barrier and no sharing between work-items at all (what
- * PoCL runs fastest). A row is a query of one (batch, head); with PACK the rows of a block are
- * the (head, query) pairs of one key/value head's group, so the group's query heads share each
- * K/V tile (decode with grouped-query attention reads K and V once, not H/G times).
+ * BKV. Without staging (LKV = 0) there is no barrier and nothing shared between work-items, which
+ * is what PoCL runs fastest. A row is a query of one (batch, head); with PACK the rows of a block
+ * are the (head, query) pairs of one key/value head's group, so the group's query heads share
+ * each K/V read (decode with grouped-query attention reads K and V once, not H/G times).
  *
- * Per key tile and work-item:
- *   scores  s[r][j] = Q_r . K_j (Q pre-scaled by scale * log2(e), so the softmax is in exp2)
- *           LKV = 0: dot products along the head dimension, VW-wide vectors, VB keys at a time,
- *                    one horizontal sum per (row, key);
- *           LKV = 1: the K tile is staged transposed in local memory (Ks[p][j]), so the scores
- *                    are a small GEMM vectorised along the keys (VB vectors of VW keys);
- *   softmax masked keys get -inf (a finite sentinel), m' = max(m, max_j s), p = exp2(s - m'),
- *           l = l * exp2(m - m') + sum_j p;
- *   O       acc = acc * exp2(m - m') + P V, VW-wide along the head dimension, VB vectors at a time
- *           (V from the staged tile with LKV, else straight from global memory).
- * At the end O = acc / l and LSE = (m + log2 l) * ln 2.
+ * Vectors run across a work-item's rows: lane e of vector n is row n*VW + e. Q is kept transposed
+ * (qt[p][r], scaled by scale * log2(e) so the softmax runs in exp2), the scores of a tile as
+ * st[j][r] and the accumulator as ot[c][r], so every step is a vector operation with a broadcast
+ * element of K or V, and the softmax (max, exp2, sums, rescale) needs no horizontal reduction:
+ *   scores  st[j][:] = sum_p qt[p][:] * K[j][p]       VB keys at a time (register block)
+ *   softmax masked keys get a finite -inf, m' = max(m, max_j st[j]), p = exp2(st - m'),
+ *           l = l * exp2(m - m') + sum_j p
+ *   O       ot[c][:] = ot[c][:] * exp2(m - m') + sum_j p[j][:] * V[j][c]    VB columns at a time
+ * At the end O = ot / l (transposed back once) and LSE = (m + log2 l) * ln 2.
  *
  * Causal: a work-item (with LKV, the whole work-group) stops after the last key tile its rows
- * can see, so whole tiles past the diagonal are never read.
+ * can see, so whole tiles past the diagonal are never read; only tiles crossing a row's diagonal
+ * are masked.
  *
  * Split-KV (SPLIT > 1, decode): the grid's dimension 2 splits the visible keys into SPLIT ranges
- * of whole tiles. Each work-item writes its rows' partial (unnormalised acc, m, l) to the
+ * of whole tiles. Each work-item writes its rows' partial (unnormalised O, m, l) to the
  * workspace, fences, and counts itself in on its own counter (one per work-item of a query
  * block, so no barrier is needed); the last of the SPLIT to arrive combines the partials, writes
- * O and LSE, zeroes the partials and resets the counter, leaving the workspace as it found it.
+ * O and LSE, zeroes the partials it read and resets the counter, leaving the workspace as it was.
  *
  * Tuning parameters (-D, integers; constraints in attention.yaml):
- *   BQ      rows per work-group              RQ      rows per work-item (BQ / RQ work-items)
- *   BKV     keys per tile                    VW      vector width (1, 2, 4, 8, 16)
- *   VB      vectors per register block       LKV     1: stage K (transposed) and V in local memory
+ *   BQ      rows per work-group              RQ      rows per work-item (BQ / RQ work-items),
+ *                                                    a multiple of VW
+ *   BKV     keys per tile                    VW      vector width across rows (1 .. 16)
+ *   VB      register block: keys in the scores, head-dim columns in P V
+ *   LKV     1: stage the K and V tiles in local memory (shared by the work-group's work-items)
  *   UNROLL  unroll factor of the inner loops SPLIT   split-KV factor (1: none)
  *   PACK    1: a block's rows are the (head, query) pairs of a key/value head's group
  * Problem defines (attention_problem.h): HEAD_DIM, CAUSAL, EDGE_Q, EDGE_KV, IDX64.
@@ -47,6 +48,7 @@
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define D       HEAD_DIM
 #define THREADS (BQ / RQ)      /* work-items per work-group (local dimension 0) */
+#define NR      (RQ / VW)      /* row vectors per work-item */
 #define NEG     (-3.0e38f)     /* the score of a masked key (finite: no inf - inf) */
 #define LOG2E   1.4426950408889634f
 #define LN2     0.6931471805599453f
@@ -99,196 +101,145 @@ INLINE floatv vmax(const floatv a, const floatv b)
 #define TAKE(p)          atomicExch((p), 0.0f)
 #endif
 
-/* Sum and maximum of a vector's lanes. */
-INLINE float hsum(const floatv x)
-{
-    float t[VW];
-    VSTORE(VW, x, 0, t);
-    float s = t[0];
-    AT_UNROLL(VW)
-    for (int l = 1; l < VW; ++l)
-        s += t[l];
-    return s;
-}
-INLINE float hmax(const floatv x)
-{
-    float t[VW];
-    VSTORE(VW, x, 0, t);
-    float s = t[0];
-    AT_UNROLL(VW)
-    for (int l = 1; l < VW; ++l)
-        s = t[l] > s ? t[l] : s;
-    return s;
-}
-
 /* ---- one key tile ---------------------------------------------------------------------------- */
 
 /* Folds the keys [j0, j0 + BKV) into the work-item's rows: scores, masked online softmax, O.
- * kbase: the key/value head's offset in K and V; kv_hi: the end of the keys this tile may take
- * (seq_kv, or the split's end), lim[r]: the row's first invisible key (causal). */
-INLINE void attention_tile(float *RESTRICT acc, float *RESTRICT m, float *RESTRICT l,
-                           const float *RESTRICT q, float *RESTRICT s, const int *lim,
-                           GLOBAL const float *RESTRICT K, GLOBAL const float *RESTRICT V,
-                           const idx_t kbase, const idx_t kv_ss, const int j0, const int kv_hi,
-                           LOCAL_PTR float *Ks, LOCAL_PTR float *Vs, const int tid)
+ * kbase: the key/value head's offset in K and V; kv_hi: the end of the keys this work-item takes
+ * (seq_kv, the causal limit, or its split's end); lim[r]: row r's first invisible key; mlim: the
+ * smallest of them. */
+INLINE void attention_tile(float *RESTRICT ot, floatv *RESTRICT m, floatv *RESTRICT l,
+                           const float *RESTRICT qt, float *RESTRICT st, const int *lim,
+                           const int mlim, GLOBAL const float *RESTRICT K,
+                           GLOBAL const float *RESTRICT V, const idx_t kbase, const idx_t kv_ss,
+                           const int j0, const int kv_hi, LOCAL_PTR float *Ks,
+                           LOCAL_PTR float *Vs, const int tid)
 {
 #if LKV
-    /* ---- stage K transposed (Ks[p][j]) and V (Vs[j][p]); keys past kv_hi are clamped ---- */
+    /* ---- stage the K and V tiles (Ks[j][p], Vs[j][p]); keys past kv_hi are clamped ---- */
     BARRIER(); /* the previous tile's readers are done */
     AT_UNROLL(1)
-    for (int u = tid; u < BKV * (D / VW); u += THREADS) {
-        const int j = u / (D / VW), c = (u % (D / VW)) * VW;
-        const int jj = MIN(j0 + j, kv_hi - 1);
-        const idx_t off = kbase + (idx_t)jj * kv_ss + c;
-        const floatv kv = VLOAD(VW, 0, K + off);
-        float t[VW];
-        VSTORE(VW, kv, 0, t);
-        AT_UNROLL(VW)
-        for (int e = 0; e < VW; ++e)
-            Ks[(c + e) * BKV + j] = t[e];
-        VSTORE(VW, VLOAD(VW, 0, V + off), 0, Vs + j * D + c);
+    for (int u = tid; u < BKV * D; u += THREADS) {
+        const int j = u / D, c = u % D;
+        const idx_t off = kbase + (idx_t)MIN(j0 + j, kv_hi - 1) * kv_ss + c;
+        Ks[u] = K[off];
+        Vs[u] = V[off];
     }
     BARRIER();
+#define KROW(j) (Ks + (j) * D)
+#define VROW(j) (Vs + (j) * D)
+#else
+    /* keys past kv_hi (only in a partial last tile) read the last one; they are masked */
+#define KVJ(j)  ((EDGE_KV || CAUSAL || SPLIT > 1) ? MIN(j0 + (j), kv_hi - 1) : j0 + (j))
+#define KROW(j) (K + kbase + (idx_t)KVJ(j) * kv_ss)
+#define VROW(j) (V + kbase + (idx_t)KVJ(j) * kv_ss)
+#endif
 
-    /* ---- scores: a (RQ x D) . (D x BKV) product along the keys ---- */
+    /* ---- scores: st[j][:] = qt^T K_j, VB keys by NR row vectors in registers ---- */
     AT_UNROLL(1)
-    for (int jc = 0; jc < BKV; jc += VW * VB) {
-        floatv sa[RQ][VB];
-        AT_UNROLL(RQ)
-        for (int r = 0; r < RQ; ++r) {
+    for (int j = 0; j < BKV; j += VB) {
+        floatv sa[NR][VB];
+        AT_UNROLL(NR)
+        for (int n = 0; n < NR; ++n) {
             AT_UNROLL(VB)
             for (int b = 0; b < VB; ++b)
-                sa[r][b] = VBCAST(VW, 0.0f);
+                sa[n][b] = VBCAST(VW, 0.0f);
         }
         AT_UNROLL(UNROLL)
         for (int p = 0; p < D; ++p) {
-            floatv kt[VB];
+            floatv qv[NR];
+            AT_UNROLL(NR)
+            for (int n = 0; n < NR; ++n)
+                qv[n] = VLOAD(VW, 0, qt + p * RQ + n * VW);
             AT_UNROLL(VB)
-            for (int b = 0; b < VB; ++b)
-                kt[b] = VLOAD(VW, 0, Ks + p * BKV + jc + b * VW);
-            AT_UNROLL(RQ)
-            for (int r = 0; r < RQ; ++r) {
-                const floatv qv = VBCAST(VW, q[r * D + p]);
-                AT_UNROLL(VB)
-                for (int b = 0; b < VB; ++b)
-                    sa[r][b] = VFMA(qv, kt[b], sa[r][b]);
+            for (int b = 0; b < VB; ++b) {
+                const floatv kb = VBCAST(VW, KROW(j + b)[p]);
+                AT_UNROLL(NR)
+                for (int n = 0; n < NR; ++n)
+                    sa[n][b] = VFMA(qv[n], kb, sa[n][b]);
             }
         }
-        AT_UNROLL(RQ)
-        for (int r = 0; r < RQ; ++r) {
-            AT_UNROLL(VB)
-            for (int b = 0; b < VB; ++b)
-                VSTORE(VW, sa[r][b], 0, s + r * BKV + jc + b * VW);
-        }
-    }
-#else
-    /* ---- scores: dot products along the head dimension, VB keys at a time ---- */
-    AT_UNROLL(1)
-    for (int j = 0; j < BKV; j += VB) {
-        idx_t koff[VB];
         AT_UNROLL(VB)
         for (int b = 0; b < VB; ++b) {
-            const int jj = (EDGE_KV || SPLIT > 1) ? MIN(j0 + j + b, kv_hi - 1) : j0 + j + b;
-            koff[b] = kbase + (idx_t)jj * kv_ss;
-        }
-        floatv sa[RQ][VB];
-        AT_UNROLL(RQ)
-        for (int r = 0; r < RQ; ++r) {
-            AT_UNROLL(VB)
-            for (int b = 0; b < VB; ++b)
-                sa[r][b] = VBCAST(VW, 0.0f);
-        }
-        AT_UNROLL(UNROLL)
-        for (int c = 0; c < D; c += VW) {
-            floatv kv[VB];
-            AT_UNROLL(VB)
-            for (int b = 0; b < VB; ++b)
-                kv[b] = VLOAD(VW, 0, K + koff[b] + c);
-            AT_UNROLL(RQ)
-            for (int r = 0; r < RQ; ++r) {
-                const floatv qv = VLOAD(VW, 0, q + r * D + c);
-                AT_UNROLL(VB)
-                for (int b = 0; b < VB; ++b)
-                    sa[r][b] = VFMA(qv, kv[b], sa[r][b]);
-            }
-        }
-        AT_UNROLL(RQ)
-        for (int r = 0; r < RQ; ++r) {
-            AT_UNROLL(VB)
-            for (int b = 0; b < VB; ++b)
-                s[r * BKV + j + b] = hsum(sa[r][b]);
+            AT_UNROLL(NR)
+            for (int n = 0; n < NR; ++n)
+                VSTORE(VW, sa[n][b], 0, st + (j + b) * RQ + n * VW);
         }
     }
-#endif
 
-    /* ---- masked online softmax (scores in log2 units) ---- */
-    float alpha[RQ];
-    AT_UNROLL(RQ)
-    for (int r = 0; r < RQ; ++r) {
-#if CAUSAL || EDGE_KV || SPLIT > 1
-        const int vis = MIN(lim[r], kv_hi) - j0; /* keys of the tile this row sees */
-        if (vis < BKV)
-            for (int j = MAX(vis, 0); j < BKV; ++j)
-                s[r * BKV + j] = NEG;
-#endif
-        floatv mv = VLOAD(VW, 0, s + r * BKV);
-        for (int j = VW; j < BKV; j += VW)
-            mv = vmax(mv, VLOAD(VW, 0, s + r * BKV + j));
-        const float mt = hmax(mv);
-        const float mn = mt > m[r] ? mt : m[r];
-        const float ms = mn == NEG ? 0.0f : mn; /* no key seen yet: everything stays 0 */
+    /* ---- mask the keys a row does not see (only in a tile crossing a limit) ---- */
+    if (j0 + BKV > mlim) {
+        for (int j = 0; j < BKV; ++j) {
+            AT_UNROLL(RQ)
+            for (int r = 0; r < RQ; ++r)
+                if (j0 + j >= lim[r])
+                    st[j * RQ + r] = NEG;
+        }
+    }
+
+    /* ---- online softmax, NR row vectors at once ---- */
+    floatv alpha[NR];
+    AT_UNROLL(NR)
+    for (int n = 0; n < NR; ++n) {
+        floatv mx = m[n];
+        for (int j = 0; j < BKV; ++j)
+            mx = vmax(mx, VLOAD(VW, 0, st + j * RQ + n * VW));
+        /* a row without a visible key so far keeps everything 0: subtract 0, not NEG */
+        floatv ms;
+        {
+            float t[VW];
+            VSTORE(VW, mx, 0, t);
+            AT_UNROLL(VW)
+            for (int e = 0; e < VW; ++e)
+                t[e] = t[e] == NEG ? 0.0f : t[e];
+            ms = VLOAD(VW, 0, t);
+        }
         floatv sum = VBCAST(VW, 0.0f);
-        for (int j = 0; j < BKV; j += VW) {
-            const floatv pv = vexp2(VLOAD(VW, 0, s + r * BKV + j) - VBCAST(VW, ms));
-            VSTORE(VW, pv, 0, s + r * BKV + j);
+        for (int j = 0; j < BKV; ++j) {
+            const floatv pv = vexp2(VLOAD(VW, 0, st + j * RQ + n * VW) - ms);
+            VSTORE(VW, pv, 0, st + j * RQ + n * VW);
             sum = sum + pv;
         }
-        alpha[r] = at_exp2(m[r] - ms);
-        l[r] = l[r] * alpha[r] + hsum(sum);
-        m[r] = mn;
+        alpha[n] = vexp2(m[n] - ms);
+        l[n] = VFMA(l[n], alpha[n], sum);
+        m[n] = mx;
     }
 
-    /* ---- acc = acc * alpha + P V, VW * VB columns at a time ---- */
+    /* ---- ot = ot * alpha + P V, VB head-dim columns by NR row vectors in registers ---- */
     AT_UNROLL(1)
-    for (int c = 0; c < D; c += VW * VB) {
-        floatv oa[RQ][VB];
-        AT_UNROLL(RQ)
-        for (int r = 0; r < RQ; ++r) {
-            AT_UNROLL(VB)
-            for (int b = 0; b < VB; ++b)
-                oa[r][b] = VLOAD(VW, 0, acc + r * D + c + b * VW) * VBCAST(VW, alpha[r]);
+    for (int c = 0; c < D; c += VB) {
+        floatv oa[NR][VB];
+        AT_UNROLL(VB)
+        for (int b = 0; b < VB; ++b) {
+            AT_UNROLL(NR)
+            for (int n = 0; n < NR; ++n)
+                oa[n][b] = VLOAD(VW, 0, ot + (c + b) * RQ + n * VW) * alpha[n];
         }
         AT_UNROLL(UNROLL)
         for (int j = 0; j < BKV; ++j) {
-#if LKV
-            LOCAL_PTR const float *vrow = Vs + j * D + c;
-#else
-            const int jj = (EDGE_KV || SPLIT > 1) ? MIN(j0 + j, kv_hi - 1) : j0 + j;
-            GLOBAL const float *vrow = V + kbase + (idx_t)jj * kv_ss + c;
-#endif
-            floatv vv[VB];
+            floatv pv[NR];
+            AT_UNROLL(NR)
+            for (int n = 0; n < NR; ++n)
+                pv[n] = VLOAD(VW, 0, st + j * RQ + n * VW);
             AT_UNROLL(VB)
-            for (int b = 0; b < VB; ++b)
-                vv[b] = VLOAD(VW, 0, vrow + b * VW);
-            AT_UNROLL(RQ)
-            for (int r = 0; r < RQ; ++r) {
-                const floatv pv = VBCAST(VW, s[r * BKV + j]);
-                AT_UNROLL(VB)
-                for (int b = 0; b < VB; ++b)
-                    oa[r][b] = VFMA(pv, vv[b], oa[r][b]);
+            for (int b = 0; b < VB; ++b) {
+                const floatv vb = VBCAST(VW, VROW(j)[c + b]);
+                AT_UNROLL(NR)
+                for (int n = 0; n < NR; ++n)
+                    oa[n][b] = VFMA(pv[n], vb, oa[n][b]);
             }
         }
-        AT_UNROLL(RQ)
-        for (int r = 0; r < RQ; ++r) {
-            AT_UNROLL(VB)
-            for (int b = 0; b < VB; ++b)
-                VSTORE(VW, oa[r][b], 0, acc + r * D + c + b * VW);
+        AT_UNROLL(VB)
+        for (int b = 0; b < VB; ++b) {
+            AT_UNROLL(NR)
+            for (int n = 0; n < NR; ++n)
+                VSTORE(VW, oa[n][b], 0, ot + (c + b) * RQ + n * VW);
         }
     }
+#undef KROW
+#undef VROW
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
-
 KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRICT K,
                       GLOBAL const float *RESTRICT V, GLOBAL float *O, GLOBAL float *LSE,
                       const int heads, const int kv_heads, const int seq, const int seq_kv,
@@ -354,21 +305,30 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
     const int kv_lo = 0, kv_hi = kv_end;
 #endif
 
-    /* Q rows, scaled so the scores come out in log2 units */
+    /* Q rows, transposed and scaled so the scores come out in log2 units */
     const float qs = scale * LOG2E;
-    float q[RQ * D], acc[RQ * D], s[RQ * BKV], m[RQ], l[RQ];
+    float qt[D * RQ], ot[D * RQ], st[BKV * RQ];
+    floatv m[NR], l[NR];
     AT_UNROLL(RQ)
     for (int r = 0; r < RQ; ++r) {
-        for (int c = 0; c < D; c += VW) {
-            VSTORE(VW, VLOAD(VW, 0, Q + qoff[r] + c) * VBCAST(VW, qs), 0, q + r * D + c);
-            VSTORE(VW, VBCAST(VW, 0.0f), 0, acc + r * D + c);
+        for (int c = 0; c < D; ++c) {
+            qt[c * RQ + r] = Q[qoff[r] + c] * qs;
+            ot[c * RQ + r] = 0.0f;
         }
-        m[r] = NEG;
-        l[r] = 0.0f;
     }
+    AT_UNROLL(NR)
+    for (int n = 0; n < NR; ++n) {
+        m[n] = VBCAST(VW, NEG);
+        l[n] = VBCAST(VW, 0.0f);
+    }
+    int mlim = lim[0];
+    AT_UNROLL(RQ)
+    for (int r = 1; r < RQ; ++r)
+        mlim = MIN(mlim, lim[r]);
+    mlim = MIN(mlim, kv_hi); /* a partial last tile is masked too */
 
 #if LKV
-    LOCAL float Ks[D * BKV];
+    LOCAL float Ks[BKV * D];
     LOCAL float Vs[BKV * D];
 #else
     LOCAL_PTR float *Ks = 0;
@@ -376,12 +336,21 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
 #endif
     /* One call site (gemm.cl found PoCL miscompiling a second one of its tile function). */
     for (int j0 = kv_lo; j0 < kv_hi; j0 += BKV)
-        attention_tile(acc, m, l, q, s, lim, K, V, kbase, (idx_t)kv_ss, j0, kv_hi, Ks, Vs, tid);
+        attention_tile(ot, m, l, qt, st, lim, mlim, K, V, kbase, (idx_t)kv_ss, j0, kv_hi, Ks, Vs,
+                       tid);
+
+    /* m and l per row */
+    float mr[RQ], lr[RQ];
+    AT_UNROLL(NR)
+    for (int n = 0; n < NR; ++n) {
+        VSTORE(VW, m[n], 0, mr + n * VW);
+        VSTORE(VW, l[n], 0, lr + n * VW);
+    }
 
     const int nvalid = EDGE_Q ? MIN(RQ, nrows - row0) : RQ; /* rows this work-item writes */
 #if SPLIT > 1
     if (nvalid > 0) {
-        /* partial: acc[RQ][D], m[RQ], l[RQ] per (work-item, split); counters after them */
+        /* partial: O[RQ][D], m[RQ], l[RQ] per (work-item, split); the counters after them all */
         const int unit = (GROUP_ID(1) * NUM_GROUPS(0) + GROUP_ID(0)) * THREADS + tid;
         const int units = NUM_GROUPS(1) * NUM_GROUPS(0) * THREADS;
         const idx_t psize = RQ * (D + 2);
@@ -390,28 +359,28 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
         GLOBAL float *mine = part + GROUP_ID(2) * psize;
         for (int r = 0; r < nvalid; ++r) {
             for (int c = 0; c < D; ++c)
-                mine[r * D + c] = acc[r * D + c];
-            mine[RQ * D + r] = m[r];
-            mine[RQ * D + RQ + r] = l[r];
+                mine[r * D + c] = ot[c * RQ + r];
+            mine[RQ * D + r] = mr[r];
+            mine[RQ * D + RQ + r] = lr[r];
         }
         FENCE_GLOBAL();
-        if (COUNT_IN(counter) == SPLIT - 1) { /* the last split: combine */
+        if (COUNT_IN(counter) == SPLIT - 1) { /* the last split to arrive combines */
             FENCE_GLOBAL();
             for (int r = 0; r < nvalid; ++r) {
-                float ms[SPLIT], mx = NEG, lt = 0.0f;
+                float w[SPLIT], mx = NEG, lt = 0.0f;
                 for (int sp = 0; sp < SPLIT; ++sp) {
-                    ms[sp] = TAKE(part + sp * psize + RQ * D + r);
-                    mx = ms[sp] > mx ? ms[sp] : mx;
+                    w[sp] = TAKE(part + sp * psize + RQ * D + r);
+                    mx = w[sp] > mx ? w[sp] : mx;
                 }
                 for (int sp = 0; sp < SPLIT; ++sp) {
-                    ms[sp] = at_exp2(ms[sp] - mx); /* the split's weight */
-                    lt += ms[sp] * TAKE(part + sp * psize + RQ * D + RQ + r);
+                    w[sp] = at_exp2(w[sp] - mx); /* the split's weight */
+                    lt += w[sp] * TAKE(part + sp * psize + RQ * D + RQ + r);
                 }
                 const float inv = 1.0f / lt;
                 for (int c = 0; c < D; ++c) {
                     float o = 0.0f;
                     for (int sp = 0; sp < SPLIT; ++sp)
-                        o += ms[sp] * TAKE(part + sp * psize + r * D + c);
+                        o += w[sp] * TAKE(part + sp * psize + r * D + c);
                     O[qoff[r] + c] = o * inv;
                 }
                 LSE[lsei[r]] = (mx + at_log2(lt)) * LN2;
@@ -424,10 +393,10 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
     for (int r = 0; r < RQ; ++r) {
         if (r >= nvalid)
             break;
-        const float inv = 1.0f / l[r];
-        for (int c = 0; c < D; c += VW)
-            VSTORE(VW, VLOAD(VW, 0, acc + r * D + c) * VBCAST(VW, inv), 0, O + qoff[r] + c);
-        LSE[lsei[r]] = (m[r] + at_log2(l[r])) * LN2;
+        const float inv = 1.0f / lr[r];
+        for (int c = 0; c < D; ++c)
+            O[qoff[r] + c] = ot[c * RQ + r] * inv;
+        LSE[lsei[r]] = (mr[r] + at_log2(lr[r])) * LN2;
     }
 #endif
 }
