@@ -37,7 +37,11 @@
  *                                                    a multiple of VW
  *   BKV     keys per tile                    VW      vector width across rows (1 .. 16)
  *   VB      register block: keys in the scores, head-dim columns in P V
- *   LKV     1: stage the K and V tiles in local memory (shared by the work-group's work-items)
+ *   KB      keys per pass of P V over the head dim (KB = BKV: one pass)
+ *   RG      row groups per work-item: each key tile is used by RG groups of RQ rows in turn
+ *           (their Q, O, m, l apart), so K and V are streamed once per RQ * RG rows from L3
+ *   LKV     1: stage the K and V tiles in local memory (shared by the work-group's work-items);
+ *           2: copy them into the work-item's private memory (no barrier; contiguous rows)
  *   UNROLL  unroll factor of the inner loops SPLIT   split-KV factor (1: none)
  *   PACK    1: a block's rows are the (head, query) pairs of a key/value head's group
  * Problem defines (attention_problem.h): HEAD_DIM, CAUSAL, EDGE_Q, EDGE_KV, IDX64.
@@ -47,7 +51,8 @@
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define D       HEAD_DIM
-#define THREADS (BQ / RQ)      /* work-items per work-group (local dimension 0) */
+#define RW      (RQ * RG)      /* rows per work-item: RG groups of RQ */
+#define THREADS (BQ / RW)      /* work-items per work-group (local dimension 0) */
 #define NR      (RQ / VW)      /* row vectors per work-item */
 #define NEG     (-3.0e38f)     /* the score of a masked key (finite: no inf - inf) */
 #define LOG2E   1.4426950408889634f
@@ -112,17 +117,33 @@ INLINE void attention_tile(float *RESTRICT ot, floatv *RESTRICT m, floatv *RESTR
                            const int mlim, GLOBAL const float *RESTRICT K,
                            GLOBAL const float *RESTRICT V, const idx_t kbase, const idx_t kv_ss,
                            const int j0, const int kv_hi, LOCAL_PTR float *Ks,
-                           LOCAL_PTR float *Vs, const int tid)
+                           LOCAL_PTR float *Vs, float *RESTRICT kp, float *RESTRICT vp,
+                           const int tid)
 {
-#if LKV
+#if LKV == 2
+    /* ---- copy the K and V tiles into this work-item's private memory: contiguous rows ---- */
+    /* (with bshd rows H * D apart, 4 KiB at H * D = 1024, a tile's rows fall into the same
+     * few L1 sets and evict each other; a contiguous copy does not) */
+    AT_UNROLL(1)
+    for (int j = 0; j < BKV; ++j) {
+        const idx_t off = kbase + (idx_t)MIN(j0 + j, kv_hi - 1) * kv_ss;
+        AT_UNROLL(4)
+        for (int c = 0; c < D; c += VW) {
+            VSTORE(VW, VLOAD(VW, 0, K + off + c), 0, kp + j * D + c);
+            VSTORE(VW, VLOAD(VW, 0, V + off + c), 0, vp + j * D + c);
+        }
+    }
+#define KROW(j) (kp + (j) * D)
+#define VROW(j) (vp + (j) * D)
+#elif LKV
     /* ---- stage the K and V tiles (Ks[j][p], Vs[j][p]); keys past kv_hi are clamped ---- */
     BARRIER(); /* the previous tile's readers are done */
     AT_UNROLL(1)
-    for (int u = tid; u < BKV * D; u += THREADS) {
-        const int j = u / D, c = u % D;
+    for (int u = tid; u < BKV * (D / VW); u += THREADS) { /* VW-wide, consecutive per item */
+        const int j = u / (D / VW), c = u % (D / VW) * VW;
         const idx_t off = kbase + (idx_t)MIN(j0 + j, kv_hi - 1) * kv_ss + c;
-        Ks[u] = K[off];
-        Vs[u] = V[off];
+        VSTORE(VW, VLOAD(VW, 0, K + off), 0, Ks + j * D + c);
+        VSTORE(VW, VLOAD(VW, 0, V + off), 0, Vs + j * D + c);
     }
     BARRIER();
 #define KROW(j) (Ks + (j) * D)
@@ -204,35 +225,42 @@ INLINE void attention_tile(float *RESTRICT ot, floatv *RESTRICT m, floatv *RESTR
         m[n] = mx;
     }
 
-    /* ---- ot = ot * alpha + P V, VB head-dim columns by NR row vectors in registers ---- */
+    /* ---- ot = ot * alpha + P V: KB keys per pass over the head dim (the pass's V rows stay
+     * in L1), VB head-dim columns by NR row vectors in registers ---- */
     AT_UNROLL(1)
-    for (int c = 0; c < D; c += VB) {
-        floatv oa[NR][VB];
-        AT_UNROLL(VB)
-        for (int b = 0; b < VB; ++b) {
-            AT_UNROLL(NR)
-            for (int n = 0; n < NR; ++n)
-                oa[n][b] = VLOAD(VW, 0, ot + (c + b) * RQ + n * VW) * alpha[n];
-        }
-        AT_UNROLL(UNROLL)
-        for (int j = 0; j < BKV; ++j) {
-            floatv pv[NR];
-            AT_UNROLL(NR)
-            for (int n = 0; n < NR; ++n)
-                pv[n] = VLOAD(VW, 0, st + j * RQ + n * VW);
+    for (int jb = 0; jb < BKV; jb += KB) {
+        AT_UNROLL(1)
+        for (int c = 0; c < D; c += VB) {
+            floatv oa[NR][VB];
             AT_UNROLL(VB)
             for (int b = 0; b < VB; ++b) {
-                const floatv vb = VBCAST(VW, VROW(j)[c + b]);
+                AT_UNROLL(NR)
+                for (int n = 0; n < NR; ++n) {
+                    oa[n][b] = VLOAD(VW, 0, ot + (c + b) * RQ + n * VW);
+                    if (jb == 0)
+                        oa[n][b] = oa[n][b] * alpha[n];
+                }
+            }
+            AT_UNROLL(UNROLL)
+            for (int j = jb; j < jb + KB; ++j) {
+                floatv pv[NR];
                 AT_UNROLL(NR)
                 for (int n = 0; n < NR; ++n)
-                    oa[n][b] = VFMA(pv[n], vb, oa[n][b]);
+                    pv[n] = VLOAD(VW, 0, st + j * RQ + n * VW);
+                AT_UNROLL(VB)
+                for (int b = 0; b < VB; ++b) {
+                    const floatv vb = VBCAST(VW, VROW(j)[c + b]);
+                    AT_UNROLL(NR)
+                    for (int n = 0; n < NR; ++n)
+                        oa[n][b] = VFMA(pv[n], vb, oa[n][b]);
+                }
             }
-        }
-        AT_UNROLL(VB)
-        for (int b = 0; b < VB; ++b) {
-            AT_UNROLL(NR)
-            for (int n = 0; n < NR; ++n)
-                VSTORE(VW, oa[n][b], 0, ot + (c + b) * RQ + n * VW);
+            AT_UNROLL(VB)
+            for (int b = 0; b < VB; ++b) {
+                AT_UNROLL(NR)
+                for (int n = 0; n < NR; ++n)
+                    VSTORE(VW, oa[n][b], 0, ot + (c + b) * RQ + n * VW);
+            }
         }
     }
 #undef KROW
@@ -261,16 +289,16 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
     const int b = GROUP_ID(1) / heads, h0 = GROUP_ID(1) % heads, g = h0 / group;
     const int nrows = seq;
 #endif
-    const int row0 = GROUP_ID(0) * BQ + tid * RQ; /* this work-item's first row */
+    const int row0 = GROUP_ID(0) * BQ + tid * RW; /* this work-item's first row */
     const int off = seq_kv - seq;                 /* causal diagonal offset */
 
     /* The work-item's rows: Q/O offsets, LSE index, first invisible key. Rows past nrows are
      * clamped onto the last one (reads stay in bounds; they are never written). */
-    idx_t qoff[RQ];
-    int lsei[RQ], lim[RQ];
+    idx_t qoff[RW];
+    int lsei[RW], lim[RW];
     int top = 0; /* the largest query index among the rows */
-    AT_UNROLL(RQ)
-    for (int r = 0; r < RQ; ++r) {
+    AT_UNROLL(RW)
+    for (int r = 0; r < RW; ++r) {
         const int row = EDGE_Q ? MIN(row0 + r, nrows - 1) : row0 + r;
 #if PACK
         const int h = g * group + row / seq, i = row % seq;
@@ -282,7 +310,7 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
         lim[r] = CAUSAL ? MIN(seq_kv, i + off + 1) : seq_kv;
         top = MAX(top, i);
     }
-#if LKV && CAUSAL
+#if LKV == 1 && CAUSAL
     /* the work-group walks its keys together: up to its last row's last visible key */
     {
         const int rl = MIN(GROUP_ID(0) * BQ + BQ - 1, nrows - 1), rf = GROUP_ID(0) * BQ;
@@ -305,63 +333,77 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
     const int kv_lo = 0, kv_hi = kv_end;
 #endif
 
-    /* Q rows, transposed and scaled so the scores come out in log2 units */
+    /* Q rows, transposed and scaled so the scores come out in log2 units; group g of the
+     * work-item's rows keeps its qt and ot at g * D * RQ, element (c, r) at c * RQ + r */
+#define TIDX(r, c) ((r) / RQ * (D * RQ) + (c) * RQ + (r) % RQ)
     const float qs = scale * LOG2E;
-    float qt[D * RQ], ot[D * RQ], st[BKV * RQ];
-    floatv m[NR], l[NR];
-    AT_UNROLL(RQ)
-    for (int r = 0; r < RQ; ++r) {
+    float qt[D * RW], ot[D * RW], st[BKV * RQ];
+    floatv m[RG * NR], l[RG * NR];
+    AT_UNROLL(1) /* once per work-item: small code matters more (PoCL compiles at launch) */
+    for (int r = 0; r < RW; ++r) {
         for (int c = 0; c < D; ++c) {
-            qt[c * RQ + r] = Q[qoff[r] + c] * qs;
-            ot[c * RQ + r] = 0.0f;
+            qt[TIDX(r, c)] = Q[qoff[r] + c] * qs;
+            ot[TIDX(r, c)] = 0.0f;
         }
     }
-    AT_UNROLL(NR)
-    for (int n = 0; n < NR; ++n) {
+    AT_UNROLL(RG * NR)
+    for (int n = 0; n < RG * NR; ++n) {
         m[n] = VBCAST(VW, NEG);
         l[n] = VBCAST(VW, 0.0f);
     }
-    int mlim = lim[0];
-    AT_UNROLL(RQ)
-    for (int r = 1; r < RQ; ++r)
-        mlim = MIN(mlim, lim[r]);
-    mlim = MIN(mlim, kv_hi); /* a partial last tile is masked too */
+    int mlim[RG]; /* per group: its smallest row limit, or kv_hi (a partial last tile) */
+    AT_UNROLL(RG)
+    for (int gr = 0; gr < RG; ++gr) {
+        mlim[gr] = kv_hi;
+        AT_UNROLL(RQ)
+        for (int r = 0; r < RQ; ++r)
+            mlim[gr] = MIN(mlim[gr], lim[gr * RQ + r]);
+    }
 
-#if LKV
+#if LKV == 1
     LOCAL float Ks[BKV * D];
     LOCAL float Vs[BKV * D];
 #else
     LOCAL_PTR float *Ks = 0;
     LOCAL_PTR float *Vs = 0;
 #endif
+#if LKV == 2
+    float kp[BKV * D], vp[BKV * D];
+#else
+    float *kp = 0, *vp = 0;
+#endif
     /* One call site (gemm.cl found PoCL miscompiling a second one of its tile function). */
-    for (int j0 = kv_lo; j0 < kv_hi; j0 += BKV)
-        attention_tile(ot, m, l, qt, st, lim, mlim, K, V, kbase, (idx_t)kv_ss, j0, kv_hi, Ks, Vs,
-                       tid);
+    for (int j0 = kv_lo; j0 < kv_hi; j0 += BKV) {
+        AT_UNROLL(1)
+        for (int gr = 0; gr < RG; ++gr)
+            attention_tile(ot + gr * D * RQ, m + gr * NR, l + gr * NR, qt + gr * D * RQ, st,
+                           lim + gr * RQ, mlim[gr], K, V, kbase, (idx_t)kv_ss, j0, kv_hi, Ks, Vs,
+                           kp, vp, tid);
+    }
 
     /* m and l per row */
-    float mr[RQ], lr[RQ];
-    AT_UNROLL(NR)
-    for (int n = 0; n < NR; ++n) {
+    float mr[RW], lr[RW];
+    AT_UNROLL(RG * NR)
+    for (int n = 0; n < RG * NR; ++n) {
         VSTORE(VW, m[n], 0, mr + n * VW);
         VSTORE(VW, l[n], 0, lr + n * VW);
     }
 
-    const int nvalid = EDGE_Q ? MIN(RQ, nrows - row0) : RQ; /* rows this work-item writes */
+    const int nvalid = EDGE_Q ? MIN(RW, nrows - row0) : RW; /* rows this work-item writes */
 #if SPLIT > 1
     if (nvalid > 0) {
-        /* partial: O[RQ][D], m[RQ], l[RQ] per (work-item, split); the counters after them all */
+        /* partial: O[RW][D], m[RW], l[RW] per (work-item, split); the counters after them all */
         const int unit = (GROUP_ID(1) * NUM_GROUPS(0) + GROUP_ID(0)) * THREADS + tid;
         const int units = NUM_GROUPS(1) * NUM_GROUPS(0) * THREADS;
-        const idx_t psize = RQ * (D + 2);
+        const idx_t psize = RW * (D + 2);
         GLOBAL float *part = workspace + (idx_t)unit * SPLIT * psize;
         GLOBAL int *counter = (GLOBAL int *)(workspace + (idx_t)units * SPLIT * psize) + unit;
         GLOBAL float *mine = part + GROUP_ID(2) * psize;
         for (int r = 0; r < nvalid; ++r) {
             for (int c = 0; c < D; ++c)
-                mine[r * D + c] = ot[c * RQ + r];
-            mine[RQ * D + r] = mr[r];
-            mine[RQ * D + RQ + r] = lr[r];
+                mine[r * D + c] = ot[TIDX(r, c)];
+            mine[RW * D + r] = mr[r];
+            mine[RW * D + RW + r] = lr[r];
         }
         FENCE_GLOBAL();
         if (COUNT_IN(counter) == SPLIT - 1) { /* the last split to arrive combines */
@@ -369,12 +411,12 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
             for (int r = 0; r < nvalid; ++r) {
                 float w[SPLIT], mx = NEG, lt = 0.0f;
                 for (int sp = 0; sp < SPLIT; ++sp) {
-                    w[sp] = TAKE(part + sp * psize + RQ * D + r);
+                    w[sp] = TAKE(part + sp * psize + RW * D + r);
                     mx = w[sp] > mx ? w[sp] : mx;
                 }
                 for (int sp = 0; sp < SPLIT; ++sp) {
                     w[sp] = at_exp2(w[sp] - mx); /* the split's weight */
-                    lt += w[sp] * TAKE(part + sp * psize + RQ * D + RQ + r);
+                    lt += w[sp] * TAKE(part + sp * psize + RW * D + RW + r);
                 }
                 const float inv = 1.0f / lt;
                 for (int c = 0; c < D; ++c) {
@@ -389,13 +431,13 @@ KERNEL void attention(GLOBAL const float *RESTRICT Q, GLOBAL const float *RESTRI
         }
     }
 #else
-    AT_UNROLL(RQ)
-    for (int r = 0; r < RQ; ++r) {
+    AT_UNROLL(1)
+    for (int r = 0; r < RW; ++r) {
         if (r >= nvalid)
             break;
         const float inv = 1.0f / lr[r];
         for (int c = 0; c < D; ++c)
-            O[qoff[r] + c] = ot[c * RQ + r] * inv;
+            O[qoff[r] + c] = ot[TIDX(r, c)] * inv;
         LSE[lsei[r]] = (mr[r] + at_log2(lr[r])) * LN2;
     }
 #endif
