@@ -448,7 +448,8 @@ static void run_space(const char *arch, prob *p)
 }
 
 /* Awkward shapes: seq 1 (decode, split-KV), 17 and a prime, causal with seq_kv > seq, GQA and
- * MQA, both layouts, both 16-bit types and the two operand geometries (gfx908's bf16: KL = 2). */
+ * MQA, both layouts, both 16-bit types, the two operand geometries (gfx908's bf16: KL = 2), and
+ * head dims 32, 64, 80, 96, 128, 256. */
 static void test_decode_split(void **state)
 {
     (void)state;
@@ -502,6 +503,14 @@ static void test_prefill_causal_gfx908_bf16(void **state)
     run_space("gfx908", &p);
 }
 
+static void test_prefill_d256_causal(void **state)
+{
+    (void)state;
+    prob p = {
+        .batch = 1, .heads = 2, .kv_heads = 1, .seq = 40, .seq_kv = 45, .d = 256, .causal = 1};
+    run_space("gfx90a", &p);
+}
+
 /* The emulation must be able to fail: each deliberate bug is caught. */
 static void test_emulation_catches_bugs(void **state)
 {
@@ -533,6 +542,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_prefill_causal_gqa),
         cmocka_unit_test(test_prefill_prime_bf16),
         cmocka_unit_test(test_prefill_causal_gfx908_bf16),
+        cmocka_unit_test(test_prefill_d256_causal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
