@@ -123,7 +123,10 @@ AT_HD int at_acc_row(const at_mfma_cfg *c, const int lane, const int r)
 {
     return at_mfma_acc_row(c->mfma, lane, r);
 }
-AT_HD int at_acc_col(const at_mfma_cfg *c, const int lane) { return at_mfma_acc_col(c->mfma, lane); }
+AT_HD int at_acc_col(const at_mfma_cfg *c, const int lane)
+{
+    return at_mfma_acc_col(c->mfma, lane);
+}
 /* The wave tile's origin within the block tile. */
 AT_HD int at_wave_m0(const at_mfma_cfg *c, const int wave)
 {
