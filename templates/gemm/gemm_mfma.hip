@@ -26,17 +26,11 @@
  * rows by 8 bytes, which spreads the transposing stores (TA = 1, TB = 0) and the operand reads
  * over the banks.
  *
- * MFMA operand and result layouts (AMD CDNA ISA, "matrix fused multiply add"; the same in AMD's
- * matrix instruction calculator): for an MFMA x MFMA x KI instruction with G = 64 / MFMA lane
- * groups and KL = KI / G elements per lane, lane l holds A(l % MFMA, (l / MFMA) * KL + t) and
- * B((l / MFMA) * KL + t, l % MFMA) for t < KL, and accumulator r of lane l is
- * D((r / 4) * 4G + (l / MFMA) * 4 + r % 4, l % MFMA). The index functions below encode exactly
- * that; tests/unit/test_hip_mfma.c runs them on the host against an independent model of the
- * instruction and a reference GEMM.
- *
- * Instructions: f16 on every CDNA part: v_mfma_f32_32x32x8f16 / 16x16x16f16 (KL = 4). bf16 on
- * gfx90a and later: the _1k forms 32x32x8bf16_1k / 16x16x16bf16_1k (KL = 4); on gfx908 only the
- * older 32x32x4bf16 / 16x16x8bf16 (KL = 2). BF16_1K selects (a define from the space).
+ * MFMA operand and result layouts and the instructions (f16 everywhere, bf16 _1k from gfx90a,
+ * the older bf16 forms with 2 elements per lane on gfx908; BF16_1K selects): see
+ * templates/common/hip_mfma.h, which this template shares with attention_mfma.hip. The index
+ * functions below compose them into the block's tiles; tests/unit/test_hip_mfma.c runs them on
+ * the host against an independent model of the instruction and a reference GEMM.
  *
  * Edges. Loads past the M/N/K bounds read nothing and write zeros to LDS, so partial tiles
  * contribute zeros; stores are guarded. EDGE_M/EDGE_N/EDGE_K = 0 compile the checks away.
@@ -80,11 +74,7 @@
 #endif
 
 /* ---- index functions (device and host) ----------------------------------------------------- */
-#ifdef AT_MFMA_HOST
-#define AT_HD static inline
-#else
-#define AT_HD INLINE
-#endif
+#include "../common/hip_mfma.h" /* MFMA layouts, the instruction, 16-bit conversions */
 
 /* The geometry of one configuration; on the device every field is a compile-time constant. */
 typedef struct at_mfma_cfg {
@@ -122,18 +112,21 @@ AT_HD void at_stage_b(const at_mfma_cfg *c, const int e, int *col, int *k)
 }
 
 /* Operand element t of lane l: its row of A (column of B) within the instruction tile... */
-AT_HD int at_frag_rc(const at_mfma_cfg *c, const int lane) { return lane % c->mfma; }
+AT_HD int at_frag_rc(const at_mfma_cfg *c, const int lane) { return at_mfma_rc(c->mfma, lane); }
 /* ... and its k within the instruction's K. */
 AT_HD int at_frag_k(const at_mfma_cfg *c, const int lane, const int t)
 {
-    return (lane / c->mfma) * c->kl + t;
+    return at_mfma_k(c->mfma, c->kl, lane, t);
 }
 /* Accumulator r of lane l: its row and column within the instruction's MFMA x MFMA tile. */
 AT_HD int at_acc_row(const at_mfma_cfg *c, const int lane, const int r)
 {
-    return (r / 4) * 4 * at_groups(c) + (lane / c->mfma) * 4 + r % 4;
+    return at_mfma_acc_row(c->mfma, lane, r);
 }
-AT_HD int at_acc_col(const at_mfma_cfg *c, const int lane) { return lane % c->mfma; }
+AT_HD int at_acc_col(const at_mfma_cfg *c, const int lane)
+{
+    return at_mfma_acc_col(c->mfma, lane);
+}
 /* The wave tile's origin within the block tile. */
 AT_HD int at_wave_m0(const at_mfma_cfg *c, const int wave)
 {
@@ -150,71 +143,12 @@ AT_HD int at_wave_n0(const at_mfma_cfg *c, const int wave)
 #define THREADS (64 * WAVES)
 #define TM      (WM / MFMA) /* instruction tiles per wave along M */
 #define TN      (WN / MFMA) /* ... along N */
-#define KL      (DT == 1 && !BF16_1K ? 2 : 4)
+#define KL      AT_MFMA_KL
 #define KI      (KL * (64 / MFMA))
 #define LDK     (BK + 4 * PAD)
-#define ACC     (MFMA * MFMA / 64) /* accumulators per lane per instruction tile */
+#define ACC     AT_MFMA_ACC /* accumulators per lane per instruction tile */
 #define LOADS_A (BM * BK / THREADS)
 #define LOADS_B (BN * BK / THREADS)
-
-typedef float at_accv __attribute__((ext_vector_type(ACC)));
-typedef short at_short4 __attribute__((ext_vector_type(4)));
-typedef short at_short2 __attribute__((ext_vector_type(2)));
-typedef _Float16 at_half4 __attribute__((ext_vector_type(4)));
-#if KL == 4
-typedef at_short4 at_frag;
-#else
-typedef at_short2 at_frag;
-#endif
-
-/* ---- the instruction --------------------------------------------------------------------------
- * acc += A-fragment x B-fragment, one MFMA x MFMA x KI instruction (cbsz, abid, blgp = 0). */
-INLINE at_accv at_mfma(const at_frag a, const at_frag b, const at_accv acc)
-{
-#if DT == 0
-#if MFMA == 32
-    return __builtin_amdgcn_mfma_f32_32x32x8f16(__builtin_bit_cast(at_half4, a),
-                                                __builtin_bit_cast(at_half4, b), acc, 0, 0, 0);
-#else
-    return __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(at_half4, a),
-                                                 __builtin_bit_cast(at_half4, b), acc, 0, 0, 0);
-#endif
-#elif BF16_1K
-#if MFMA == 32
-    return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, acc, 0, 0, 0);
-#else
-    return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, acc, 0, 0, 0);
-#endif
-#else
-#if MFMA == 32
-    return __builtin_amdgcn_mfma_f32_32x32x4bf16(a, b, acc, 0, 0, 0);
-#else
-    return __builtin_amdgcn_mfma_f32_16x16x8bf16(a, b, acc, 0, 0, 0);
-#endif
-#endif
-}
-
-/* ---- 16-bit conversions ---------------------------------------------------------------------- */
-INLINE float at_to_f32(const unsigned short h)
-{
-#if DT == 0
-    return (float)__builtin_bit_cast(_Float16, h);
-#else
-    return __builtin_bit_cast(float, (unsigned)h << 16);
-#endif
-}
-
-/* Round to nearest even; NaN stays NaN. */
-INLINE unsigned short at_from_f32(const float f)
-{
-#if DT == 0
-    return __builtin_bit_cast(unsigned short, (_Float16)f);
-#else
-    const unsigned u = __builtin_bit_cast(unsigned, f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-#endif
-}
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
 KERNEL void gemm_mfma(const int M, const int N, const int K, const float alpha, const float beta,
