@@ -494,7 +494,8 @@ def main():
             "%s/%s compiled for %s, %s compile errors, %s rejected for resources" % (
                 res.get("compiled"), res.get("attempted"), res.get("arch"),
                 res.get("compile_errors"), res.get("resource_rejected")) if ok else
-            last_line(os.path.join(outdir, "compile-attention.log"))))
+            ([l for l in read(os.path.join(outdir, "compile-attention.log")).splitlines()
+              if l.strip() and not l.startswith(("#", "$"))] or ["no output"])[-1][:300]))
         L.append("  $ %s" % ca_env.get("cmd"))
         L.append("")
     if skipped:
