@@ -975,9 +975,17 @@ static void print_main_help(FILE *f)
           "Tunes kernels on this machine's devices and keeps the results in a database.\n"
           "\n",
           f);
-    for (const char *const *op = at_operations(); *op; op++)
-        fprintf(f, "  %-9s tune one %s problem%s\n", *op, *op,
-                strcmp(*op, "gemm") == 0 ? ": autotune gemm --m 1024 --n 1024" : "");
+    for (const char *const *op = at_operations(); *op; op++) {
+        /* An example command: the operation's required fields at their example values. */
+        char args[200] = "";
+        at_field_desc d;
+        for (size_t i = 0; at_operation_field(*op, i, &d) == AT_OK; i++)
+            if (!d.def && d.example)
+                snprintf(args + strlen(args), sizeof args - strlen(args), " --%s %s", d.name,
+                         d.example);
+        fprintf(f, "  %-9s tune one %s problem%s%s%s\n", *op, *op, *args ? ": autotune " : "",
+                *args ? *op : "", args);
+    }
     fputs("  space     count and list a template's tuning space: autotune space gemm\n"
           "  devices   list backends and devices, and why a backend is unavailable\n"
           "  db        list, show or export the database's entries\n"
