@@ -254,6 +254,26 @@ static void test_split_loses_on_prefill(void **state)
     assert_more(cost(c, d), one);
 }
 
+static void test_split_partials_and_combine(void **state)
+{
+    (void)state;
+    /* One CPU core: splitting spreads nothing, so what a split costs shows alone. Each split's
+     * f32 partial (BQ x (d + 2)) is written, read by the combine and cleared: at least three
+     * passes over its bytes at the balance (8 FLOP/byte), a split more. */
+    at_device_info d = cpu();
+    at_attention_cost_in c = decode(1);
+    c.bh = 1;
+    c.skv = 4096;
+    c.elem_bytes = 4;
+    c.vw = 8;
+    c.split = 4;
+    double four = cost(c, d);
+    c.split = 8;
+    double eight = cost(c, d);
+    double partial = 16.0 * (128 + 2) * 4;
+    assert_true((eight - four) / 4 >= 3 * partial * 8);
+}
+
 /* ---- vector width ------------------------------------------------------------------------- */
 
 static void test_vector_width(void **state)
@@ -484,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_small_bkv_rescales_more),
         cmocka_unit_test(test_split_wins_on_decode),
         cmocka_unit_test(test_split_loses_on_prefill),
+        cmocka_unit_test(test_split_partials_and_combine),
         cmocka_unit_test(test_vector_width),
         cmocka_unit_test(test_prior_fills_every_config),
         cmocka_unit_test(test_prior_picks_split_for_decode),
