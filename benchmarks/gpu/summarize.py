@@ -316,6 +316,9 @@ def attention(outdir):
                       evaluated=cand.get("evaluated"), failed=cand.get("failed"),
                       space=cand.get("space"), cache=j.get("cache"), template=j.get("template"),
                       tuning_seconds=num(j.get("seconds")))
+            if r["status"] != "ok":  # stopped, but it printed what it had measured
+                at.update(status="partial", note="stopped (%s); the best of its %s evaluations"
+                          % (r.get("error", r["status"]), cand.get("evaluated")))
         elif r["status"] in ("timeout", "error") and env.get("dbshow"):
             n, n_ok, best = parse_db_show(read(os.path.join(outdir, env["dbshow"])))
             at.update(saved_measurements=n, saved_ok=n_ok)
