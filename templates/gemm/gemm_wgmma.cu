@@ -63,8 +63,9 @@
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic
  * shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
  *
- * The PTX primitives are wrapped in at_* functions: the wgmma ones below, the rest in the shared
- * headers of templates/common/ (cuda_async.h, cuda_f16.h, cuda_splitk.h, as in gemm_mma.cu).
+ * The PTX primitives are wrapped in at_* functions in the shared headers of templates/common/:
+ * wgmma, its fences, the layouts and descriptors in cuda_wgmma.h (which attention_wgmma.cu uses
+ * too), the rest in cuda_async.h, cuda_f16.h, cuda_splitk.h, as in gemm_mma.cu.
  * Defining AT_PTX_EMULATE before including this file replaces all of them (and the preamble
  * macros) with a host emulation (tests/unit/wgmma_emu/emu.h). */
 
@@ -102,132 +103,21 @@
 #define B_BYTES (BN * BK * 2)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
 
-typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
-
 #include "../common/cuda_async.h"  /* at_smem_addr, cp.async, at_stage_chunk16 */
 #include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
 #include "../common/cuda_splitk.h" /* split-K workspace atomics */
+#include "../common/cuda_wgmma.h"  /* wgmma, its fences, layouts and descriptors */
 
-/* ---- PTX primitives -------------------------------------------------------------------------- */
-#ifndef AT_PTX_EMULATE
-#define AT_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
-
-/* Generic-proxy shared-memory writes (cp.async, st.shared) of this thread become visible to
- * the async proxy, which wgmma reads shared memory through. */
-INLINE void at_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-INLINE void at_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-INLINE void at_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> INLINE void at_wgmma_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/* Keeps the compiler from moving accesses of an accumulator register across the wgmma
- * fence/wait around it (it does not know the asynchronous MMA writes it). */
-INLINE void at_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-
-/* d (m64 x N f32 fragment) = A(64x16, descriptor da) * B(16xN, descriptor db) (+ d when acc_in);
- * the transpose immediates select M-major A (TA) and N-major B (!TB). One specialisation per N
- * (64, 128, 256), written by AT_WGMMA_N: asm operands %0 .. %(N/2-1) are the N/2 accumulators,
- * then come da, db, acc_in and the two immediates. */
-template <int N> INLINE void at_wgmma(float *d, const at_desc da, const at_desc db, const int acc_in);
-
-/* the accumulator operands "+f"(d[0]) .. "+f"(d[N/2-1]) */
-#define AT_ACC8(i)                                                                                 \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
-        "+f"(d[i + 6]), "+f"(d[i + 7])
-#define AT_ACC32(i) AT_ACC8(i), AT_ACC8(i + 8), AT_ACC8(i + 16), AT_ACC8(i + 24)
-#define AT_ACC_64   AT_ACC32(0)
-#define AT_ACC_128  AT_ACC_64, AT_ACC32(32)
-#define AT_ACC_256  AT_ACC_128, AT_ACC32(64), AT_ACC32(96)
-/* ... and their numbers in the instruction's register list */
-#define AT_REGS_64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "        \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define AT_REGS_128 AT_REGS_64                                                                     \
-    ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "           \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define AT_REGS_256 AT_REGS_128                                                                    \
-    ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "           \
-    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "             \
-    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-/* at_wgmma<N>; A, B, P, TI_A, TI_B: the operand numbers of da, db, acc_in, TA and !TB */
-#define AT_WGMMA_N(N, A, B, P, TI_A, TI_B)                                                         \
-    template <>                                                                                    \
-    INLINE void at_wgmma<N>(float *d, const at_desc da, const at_desc db, const int acc_in)        \
-    {                                                                                              \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                              \
-                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE \
-                     "\n{" AT_REGS_##N "}, %" #A ", %" #B ", p, 1, 1, %" #TI_A ", %" #TI_B      \
-                     ";\n}\n"                                                                      \
-                     : AT_ACC_##N                                                                  \
-                     : "l"(da), "l"(db), "r"(acc_in), "n"(TA), "n"(1 - TB));                       \
-    }
-AT_WGMMA_N(64, 32, 33, 34, 35, 36)
-AT_WGMMA_N(128, 64, 65, 66, 67, 68)
-AT_WGMMA_N(256, 128, 129, 130, 131, 132)
-#undef AT_WGMMA_N
-#undef AT_REGS_256
-#undef AT_REGS_128
-#undef AT_REGS_64
-#undef AT_ACC_256
-#undef AT_ACC_128
-#undef AT_ACC_64
-#undef AT_ACC32
-#undef AT_ACC8
-#endif /* AT_PTX_EMULATE */
-
-/* ---- shared-memory layout and descriptors ---------------------------------------------------- */
-
-/* The hardware swizzle of an SW-byte atom (SW = 128, 64 or 32) on a byte offset from a
- * 1024-byte aligned base. */
-template <int SW> INLINE int at_swz(const int addr)
-{
-    return addr ^ (((addr >> 7) & (SW / 16 - 1)) << 4);
-}
-
-/* Byte offset of the 8-element chunk starting at (mn, k) of a K-major operand tile with ROWS
- * rows (mn), k % 8 == 0. */
-template <int ROWS> INLINE int at_off_k(const int mn, const int k)
-{
-    return at_swz<KSW * 2>((k / KSW) * (ROWS * KSW * 2) + mn * (KSW * 2) + (k % KSW) * 2);
-}
-/* ... of an MN-major operand tile, chunk (mn .. mn+7, k), mn % 8 == 0. */
-INLINE int at_off_mn(const int mn, const int k)
-{
-    return at_swz<128>((mn / 64) * (BK * 128) + k * 128 + (mn % 64) * 2);
-}
-
-/* Descriptor fields: start address, LBO and SBO in 16-byte units (14 bits each) and the layout
- * type in bits 62-63 (1: 128B swizzle, 2: 64B, 3: 32B); base offset 0 (atoms 1024-aligned). */
-INLINE at_desc at_make_desc(const at_saddr start, const unsigned lbo, const unsigned sbo,
-                            const unsigned sw)
-{
-    const unsigned long long type = sw == 128 ? 1ull : sw == 64 ? 2ull : 3ull;
-    return (unsigned long long)((start & 0x3ffffu) >> 4) |
-           ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
-           ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (type << 62);
-}
-/* The 64(or N) x 16 operand at rows mn0.., k0.. (k0 % 16 == 0) of a tile at `tile`. */
-template <int ROWS> INLINE at_desc at_desc_k(const at_saddr tile, const int mn0, const int k0)
-{
-    return at_make_desc(tile + (k0 / KSW) * (ROWS * KSW * 2) + mn0 * (KSW * 2) + (k0 % KSW) * 2,
-                        16, 8 * KSW * 2, KSW * 2);
-}
-INLINE at_desc at_desc_mn(const at_saddr tile, const int mn0, const int k0)
-{
-    return at_make_desc(tile + (mn0 / 64) * (BK * 128) + k0 * 128, BK * 128, 1024, 128);
-}
-
+/* ---- the operand tiles' descriptors ---------------------------------------------------------- */
 #if TA
-#define AT_DESC_A(t, m0, k0) at_desc_mn((t), (m0), (k0))
+#define AT_DESC_A(t, m0, k0) at_desc_mn<BK>((t), (m0), (k0))
 #else
-#define AT_DESC_A(t, m0, k0) at_desc_k<BM>((t), (m0), (k0))
+#define AT_DESC_A(t, m0, k0) at_desc_k<BM, KSW>((t), (m0), (k0))
 #endif
 #if TB
-#define AT_DESC_B(t, n0, k0) at_desc_k<BN>((t), (n0), (k0))
+#define AT_DESC_B(t, n0, k0) at_desc_k<BN, KSW>((t), (n0), (k0))
 #else
-#define AT_DESC_B(t, n0, k0) at_desc_mn((t), (n0), (k0))
+#define AT_DESC_B(t, n0, k0) at_desc_mn<BK>((t), (n0), (k0))
 #endif
 
 /* ---- global -> shared staging ---------------------------------------------------------------- */
@@ -242,7 +132,7 @@ INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const
     at_stage_tile<ROWS, COLS, THREADS, ER, EC>(
         dst, g, ld, row0, col0, nrows, ncols, tid, vec,
         [](const int r, const int cc) {
-            return KMAJ ? at_off_k<ROWS>(r, cc * 8) : at_off_mn(cc * 8, r);
+            return KMAJ ? at_off_k<ROWS, KSW>(r, cc * 8) : at_off_mn<BK>(cc * 8, r);
         });
 }
 
@@ -390,8 +280,10 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
             for (int mt = 0; mt < MT; ++mt)
                 AT_UNROLL(NT)
                 for (int nt = 0; nt < NT; ++nt)
-                    at_wgmma<WN>(acc[mt][nt], AT_DESC_A(AT_SA(st), m_wg + mt * 64, kk * 16),
-                                 AT_DESC_B(AT_SB(st), nt * WN, kk * 16), kt > 0 || kk > 0);
+                    at_wgmma<WN, TA, 1 - TB>(acc[mt][nt],
+                                             AT_DESC_A(AT_SA(st), m_wg + mt * 64, kk * 16),
+                                             AT_DESC_B(AT_SB(st), nt * WN, kk * 16),
+                                             kt > 0 || kk > 0);
         at_wgmma_commit();
         at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
     }

@@ -1,6 +1,7 @@
-/* emu.h — a host emulation of the PTX primitives gemm_wgmma.cu uses (cp.async, wgmma with
- * shared-memory matrix descriptors, the split-K atomics) and of the kernel dialect, so the
- * template's own index math runs on the CPU, one std::thread per CUDA thread.
+/* emu.h — a host emulation of the PTX primitives gemm_wgmma.cu and attention_wgmma.cu use
+ * (cp.async, wgmma with shared-memory matrix descriptors or with A from registers, warp
+ * shuffles, ex2/lg2, the split-K atomics) and of the kernel dialect, so the templates' own index
+ * math runs on the CPU, one std::thread per CUDA thread.
  *
  * The models follow the PTX ISA (sections "Matrix Descriptor Format", "Shared Memory Matrix
  * Layout" with its swizzling modes, "Register Fragments: wgmma .m64nNk16 D"), written
@@ -9,16 +10,22 @@
  * applied to that absolute shared address. Asynchrony is modelled at the extremes: a run either
  * performs cp.async copies when their group is waited for and wgmma reads at issue (a missing
  * wait shows as stale data), or copies at issue and wgmma reads when its group is waited for
- * (a stage refilled too early shows as wrong data). Included once per kernel instance, before
- * the template, with the tuning parameters defined. */
+ * (a stage refilled too early shows as wrong data). A register-A wgmma reads its A registers at
+ * the same moment: at issue, or through pointers at the wait (registers changed before the wait
+ * show as wrong data). Warpgroup-collective operations (register-A wgmma, whose A rows are
+ * spread over the warpgroup's threads) and warp shuffles meet at per-warpgroup and per-warp
+ * barriers. Included once per kernel instance, before the template, with the tuning parameters
+ * defined. */
 #ifndef AT_WGMMA_EMU_H
 #define AT_WGMMA_EMU_H
 
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace at_emu
@@ -28,6 +35,12 @@ struct block {
     std::vector<unsigned char> smem; /* the block's shared memory; address = offset */
     std::barrier<> *bar;
     int group[3], groups[3];
+    /* warp-collective operations, set up by collectives(): one barrier per warp and per
+     * warpgroup, a shuffle slot and a published A-register pointer per thread */
+    std::vector<std::unique_ptr<std::barrier<>>> warp_bar, wg_bar;
+    std::vector<float> xchg;
+    std::vector<const unsigned *> areg;
+    void collectives(int threads);
 };
 
 struct cp_op {
@@ -39,6 +52,9 @@ struct mma_op {
     float *d;
     unsigned long long da, db;
     int n, ta, tb, dt, acc_in;
+    const unsigned *a;  /* register A (rs): the thread's 4 registers, read when performed */
+    unsigned a_copy[4]; /* ... as they were at issue */
+    int rs;
 };
 
 extern bool copy_at_issue; /* true: cp.async at issue, wgmma at wait; false: the reverse */
@@ -57,6 +73,7 @@ void do_mma(const mma_op &m);
 float operand(unsigned long long desc, int mn, int k, int mn_major, int dt);
 float to_f32(unsigned short u, int dt);
 unsigned short from_f32(float f, int dt);
+float shfl_xor(float v, int mask);
 
 /* commit_group: the open operations become the newest group */
 template <typename Op> void commit(std::vector<std::vector<Op>> &groups, std::vector<Op> &open)
@@ -122,21 +139,37 @@ INLINE void at_st_shared16(at_saddr dst, unsigned w0, unsigned w1, unsigned w2, 
 }
 INLINE void at_fence_proxy_async() {}
 INLINE void at_fence_reg(float &) {}
+INLINE void at_fence_reg(unsigned &) {}
 INLINE void at_wgmma_fence() {}
 INLINE void at_wgmma_commit() { at_emu::commit(at_emu::mma_groups, at_emu::mma_open); }
 template <int N> INLINE void at_wgmma_wait()
 {
     at_emu::drain(at_emu::mma_groups, N, at_emu::do_mma);
 }
-template <int N>
+template <int N, int TRA, int TRB>
 INLINE void at_wgmma(float *d, unsigned long long da, unsigned long long db, int acc_in)
 {
-    at_emu::mma_op m = {d, da, db, N, TA, 1 - TB, DT, acc_in};
+    at_emu::mma_op m = {d, da, db, N, TRA, TRB, DT, acc_in, nullptr, {}, 0};
     if (!at_emu::copy_at_issue)
         at_emu::do_mma(m);
     else
         at_emu::mma_open.push_back(m);
 }
+template <int N, int TRB>
+INLINE void at_wgmma_rs(float *d, const unsigned *a, unsigned long long db, int acc_in)
+{
+    at_emu::mma_op m = {d, 0, db, N, 0, TRB, DT, acc_in, a, {a[0], a[1], a[2], a[3]}, 1};
+    if (!at_emu::copy_at_issue) {
+        m.a = m.a_copy;
+        at_emu::do_mma(m);
+    } else {
+        at_emu::mma_open.push_back(m);
+    }
+}
+INLINE float at_shfl_xor(float v, int mask) { return at_emu::shfl_xor(v, mask); }
+INLINE float at_exp2(float x) { return std::exp2(x); }
+INLINE float at_log2(float x) { return std::log2(x); }
+INLINE float at_neg_inf() { return -INFINITY; }
 INLINE float at_to_f32(unsigned short u) { return at_emu::to_f32(u, DT); }
 INLINE unsigned short at_from_f32(float f) { return at_emu::from_f32(f, DT); }
 INLINE void at_red_add(float *p, float v) { std::atomic_ref<float>(*p).fetch_add(v); }
