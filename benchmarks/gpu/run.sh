@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # GPU benchmark (reference: one NVIDIA H200): CUDA correctness over awkward shapes and every
 # dtype/layout, tuning of bf16/f16/f32 GEMM at 8192^3 and at LLM shapes, and torch.matmul
-# (cuBLAS) on the same shapes in the same run; raw logs and a JSON summary of ratios in OUTDIR.
+# (cuBLAS) on the same shapes in the same run; f16 attention tuned against PyTorch SDPA's
+# flash backend (ATTN_SHAPES); raw logs and a JSON summary of ratios in OUTDIR.
 # Meant to finish in under 8 minutes. Without a GPU it still finds or builds autotune, runs the
 # compile-only check (NVRTC, no device), writes a summary saying so, and exits 0.
 #
-# Usage: benchmarks/gpu/run.sh [--record-space] OUTDIR
+# Usage: benchmarks/gpu/run.sh [--record-space | --dry-run] OUTDIR
+#   --dry-run       check the settings (ATTN_SHAPES too) and print the plan, every command
+#                   the run would start, into OUTDIR/plan.txt; runs nothing, needs no GPU
 #   --record-space  instead of the benchmark: record exhaustive CUDA spaces (RECORD_SHAPES) into
 #                   OUTDIR/record.db and export each as a Kernel Tuner cache file
 #                   OUTDIR/spaces/cuda-gemm-<dtype>-<MxNxK>.json.gz (benchmarks/spaces/README.md)
@@ -31,9 +34,20 @@
 #   CORRECT_DEADLINE_S=150 no new correctness case starts after this (since start)
 #   TUNE_DEADLINE_S=420    no new tuning run starts after this (since start)
 #   TORCH_ARGS=""          extra arguments for torch_bench.py
+#   ATTN_SHAPES="B,H,G,S,S2,D,C ..."  attention problems: batch, heads, kv-heads, seq, seq-kv,
+#                          head-dim, causal (0/1); default batch 4, heads 32, seq 4096 and
+#                          16384, head-dim 64 and 128, causal and not, then the decode shape
+#                          1,32,8,1,8192,128,0 (batch 1: 32 query heads over 8 kv heads)
+#   ATTN_DTYPE=f16         dtype of the attention runs (f16 or bf16)
+#   ATTN_BUDGET=15         --budget of each attention tuning run
+#   ATTN_RUN_TIMEOUT_S=60  an attention tuning run is stopped (SIGTERM) after it
+#   ATTN_DEADLINE_S=330    no new attention tuning run starts after this (since start); the
+#                          attention runs go before the GEMM tuning, which has what is left
+#                          until TUNE_DEADLINE_S
 #   ARCH=sm_90a            target of the compile-only check
 #   PYTHON=python3
-#   SKIP="..."             steps to skip: ctest correctness cublas tune compile
+#   SKIP="..."             steps to skip: ctest correctness cublas tune compile sdpa attention
+#                          (sdpa: PyTorch's attention; attention: autotune's attention tuning)
 #                          (--record-space: default "ctest correctness cublas tune")
 #   RECORD_SHAPES="f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"
 #                          --record-space: dtype:MxNxK of each recorded space
@@ -46,12 +60,16 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 
 RECORD=0
+DRY_RUN=0
 if [ "${1:-}" = --record-space ]; then
     RECORD=1
     shift
+elif [ "${1:-}" = --dry-run ]; then
+    DRY_RUN=1
+    shift
 fi
 if [ $# -ne 1 ]; then
-    echo "usage: $0 [--record-space] OUTDIR" >&2
+    echo "usage: $0 [--record-space | --dry-run] OUTDIR" >&2
     exit 2
 fi
 mkdir -p "$1"
@@ -80,10 +98,21 @@ TIME_LIMIT_S=${TIME_LIMIT_S:-470}
 CORRECT_DEADLINE_S=${CORRECT_DEADLINE_S:-150}
 TUNE_DEADLINE_S=${TUNE_DEADLINE_S:-420}
 TORCH_ARGS=${TORCH_ARGS:-}
+if [ -z "${ATTN_SHAPES:-}" ]; then
+    ATTN_SHAPES=""
+    for S in 4096 16384; do for D in 64 128; do for C in 0 1; do
+        ATTN_SHAPES+="4,32,32,$S,$S,$D,$C "
+    done; done; done
+    ATTN_SHAPES+="1,32,8,1,8192,128,0"
+fi
+ATTN_DTYPE=${ATTN_DTYPE:-f16}
+ATTN_BUDGET=${ATTN_BUDGET:-15}
+ATTN_RUN_TIMEOUT_S=${ATTN_RUN_TIMEOUT_S:-60}
+ATTN_DEADLINE_S=${ATTN_DEADLINE_S:-330}
 ARCH=${ARCH:-sm_90a}
 PYTHON=${PYTHON:-python3}
 SKIP=${SKIP:-}
-[ "$RECORD" = 1 ] && SKIP=${SKIP:-"ctest correctness cublas tune"}
+[ "$RECORD" = 1 ] && SKIP=${SKIP:-"ctest correctness cublas tune sdpa attention"}
 RECORD_SHAPES=${RECORD_SHAPES:-"f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"}
 RECORD_TIMEOUT_S=${RECORD_TIMEOUT_S:-240}
 NPROC=$(nproc 2> /dev/null || echo 4)
@@ -153,10 +182,77 @@ fi
     echo "CORRECT_BUDGET=$CORRECT_BUDGET CORRECT_JOBS=$CORRECT_JOBS CORRECT_TIMEOUT_S=$CORRECT_TIMEOUT_S"
     echo "TIME_LIMIT_S=$TIME_LIMIT_S CORRECT_DEADLINE_S=$CORRECT_DEADLINE_S TUNE_DEADLINE_S=$TUNE_DEADLINE_S"
     echo "TORCH_ARGS=$TORCH_ARGS ARCH=$ARCH PYTHON=$PYTHON SKIP=$SKIP"
+    echo "ATTN_SHAPES=$ATTN_SHAPES"
+    echo "ATTN_DTYPE=$ATTN_DTYPE ATTN_BUDGET=$ATTN_BUDGET ATTN_RUN_TIMEOUT_S=$ATTN_RUN_TIMEOUT_S ATTN_DEADLINE_S=$ATTN_DEADLINE_S"
     echo "RECORD=$RECORD RECORD_SHAPES=$RECORD_SHAPES RECORD_TIMEOUT_S=$RECORD_TIMEOUT_S"
     echo "PKG_CONFIG_PATH=${PKG_CONFIG_PATH:-} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 } > "$OUTDIR/settings.txt"
 log "output in $OUTDIR"
+
+# attn_spec SPEC: for one ATTN_SHAPES entry B,H,G,S,S2,D,C sets A_ARGS (the problem's options
+# of `autotune attention`), A_TAG (file names) and A_KEY (its database key, for `db show`).
+attn_spec() {
+    local B H G S S2 D C mode=full
+    IFS=, read -r B H G S S2 D C <<< "$1"
+    A_ARGS=(--batch "$B" --heads "$H" --kv-heads "$G" --seq "$S" --seq-kv "$S2" --head-dim "$D")
+    A_TAG="${B}x${H}x${G}_${S}x${S2}_d${D}"
+    if [ "$C" = 1 ]; then
+        A_ARGS+=(--causal)
+        A_TAG+=_causal
+        mode=causal
+    fi
+    A_KEY="attention/$ATTN_DTYPE/bshd/d$D/$mode/${B}x${H}x${G}/${S}x${S2}"
+}
+attn_cmd() {   # the tuning command of the current A_ARGS
+    A_CMD=("${AUTOTUNE:-autotune}" attention --backend cuda --dtype "$ATTN_DTYPE" "${A_ARGS[@]}"
+           --budget "$ATTN_BUDGET" --db "$OUTDIR/tune.db" --json)
+}
+sdpa_cmd() {
+    SDPA_CMD=("$PYTHON" "$HERE/torch_bench.py" --dtypes "" --shapes "" --attention "$ATTN_SHAPES"
+              --attn-dtype "$ATTN_DTYPE" "$@")
+}
+
+# ---- --dry-run: check the settings, print the plan, stop --------------------------------
+if [ "$DRY_RUN" = 1 ]; then
+    PLAN="$OUTDIR/plan.txt"
+    rc=0
+    # the attention specs are checked by torch_bench.py's own parser (no torch imported)
+    sdpa_cmd --dry-run
+    if ! "${SDPA_CMD[@]}" > "$OUTDIR/plan-sdpa.jsonl" 2>&1; then
+        log "ERROR: ATTN_SHAPES: $(tail -1 "$OUTDIR/plan-sdpa.jsonl")"
+        rc=2
+    fi
+    for s in $SHAPES $CORRECT_SHAPES; do
+        case "$s" in *[!0-9x]* | x* | *x | *xx*) log "ERROR: shape '$s' is not MxNxK"; rc=2 ;; esac
+    done
+    {
+        echo "plan of benchmarks/gpu/run.sh (dry run: nothing below was started)"
+        echo "1. environment: nvidia-smi, python/torch/cmake versions, git revision"
+        echo "2. autotune: ${AUTOTUNE:-$BUILD_DIR/autotune if usable, else built into $GPU_BUILD_DIR}"
+        n=0
+        for s in $CORRECT_SHAPES; do for l in $CORRECT_LAYOUTS; do for d in $CORRECT_DTYPES; do n=$((n + 1)); done; done; done
+        echo "3. correctness (until ${CORRECT_DEADLINE_S}s): ctest -L gpu; $n x autotune gemm --backend cuda --budget $CORRECT_BUDGET"
+        echo "4. cuBLAS: $PYTHON $HERE/torch_bench.py --dtypes '$DTYPES' --shapes '$SHAPES' ..."
+        sdpa_cmd
+        echo "5. PyTorch SDPA (flash; efficient for grouped-query when flash refuses): $(quote "${SDPA_CMD[@]}")"
+        echo "6. attention tuning (until ${ATTN_DEADLINE_S}s, each stopped after ${ATTN_RUN_TIMEOUT_S}s):"
+        for spec in $ATTN_SHAPES; do
+            attn_spec "$spec"
+            attn_cmd
+            echo "   $(quote "${A_CMD[@]}")"
+        done
+        echo "7. GEMM tuning (until ${TUNE_DEADLINE_S}s, each stopped after ${TUNE_RUN_TIMEOUT_S}s):"
+        for d in $DTYPES; do for s in $SHAPES; do
+            echo "   ${AUTOTUNE:-autotune} gemm --backend cuda --dtype $d --m/n/k $s --budget $TUNE_BUDGET"
+        done; done
+        echo "8. summary: summarize.py OUTDIR (GEMM ratios autotune/cuBLAS, attention ratios autotune/SDPA)"
+        echo "torch_bench.py --dry-run:"
+        sed 's/^/   /' "$OUTDIR/plan-sdpa.jsonl"
+    } > "$PLAN"
+    cat "$PLAN"
+    log "dry run: rc=$rc (plan in $PLAN)"
+    exit "$rc"
+fi
 
 # ---- 1. environment ----------------------------------------------------------------------
 ENVLOG="$OUTDIR/env.log"
@@ -326,6 +422,19 @@ if [ "$AT_CUDA" != 1 ] && [ -n "$AUTOTUNE" ] && ! skipped compile; then
     step_record compile status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" \
         "stdout=compile.json" "log=compile.log"
     log "compile-only: rc=$rc"
+    # the attention template for f16 on sm_90a, at the largest head dim of ATTN_SHAPES' first
+    cmd=("$AUTOTUNE" space attention --backend cuda --arch "$ARCH" --dtype "$ATTN_DTYPE"
+         --heads 32 --seq 4096 --head-dim 128 --compile --limit 10 --json)
+    log "compile-only (attention): $(quote "${cmd[@]}")"
+    t0=$(now); rc=0
+    { printf '$ %s\n' "$(quote "${cmd[@]}")"; } > "$OUTDIR/compile-attention.log"
+    timeout --signal=TERM --kill-after=10 300 "${cmd[@]}" > "$OUTDIR/compile-attention.json" 2>> "$OUTDIR/compile-attention.log" || rc=$?
+    t1=$(now)
+    cat "$OUTDIR/compile-attention.json" >> "$OUTDIR/compile-attention.log"
+    printf '# rc=%s wall=%ss\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$OUTDIR/compile-attention.log"
+    step_record compile_attention status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" \
+        "stdout=compile-attention.json" "log=compile-attention.log"
+    log "compile-only (attention): rc=$rc"
 fi
 
 # ---- 2. correctness ----------------------------------------------------------------------
@@ -436,11 +545,68 @@ else
     [ "$HAVE_SMI" = 1 ] || skip_note "cublas (torch.matmul): no GPU"
 fi
 
-# ---- 3. tuning ---------------------------------------------------------------------------
+# ---- 4b. PyTorch SDPA (flash) on the attention shapes -------------------------------------
+if [ "$HAVE_SMI" = 1 ] && ! skipped sdpa; then
+    left=$((TIME_LIMIT_S - SECONDS - 20))
+    [ "$left" -gt 120 ] && left=120
+    [ "$left" -lt 30 ] && left=30
+    sdpa_cmd --deadline-s $((left - 15))
+    log "sdpa: $(quote "${SDPA_CMD[@]}") (timeout ${left}s)"
+    { printf '$ %s\n' "$(quote "${SDPA_CMD[@]}")"; } > "$OUTDIR/sdpa.log"
+    t0=$(now); rc=0
+    timeout --signal=TERM --kill-after=10 "$left" "${SDPA_CMD[@]}" > "$OUTDIR/sdpa.jsonl" 2>> "$OUTDIR/sdpa.log" || rc=$?
+    t1=$(now)
+    cat "$OUTDIR/sdpa.jsonl" >> "$OUTDIR/sdpa.log"
+    printf '# rc=%s wall=%ss\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$OUTDIR/sdpa.log"
+    step_record sdpa status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${SDPA_CMD[@]}")" \
+        "stdout=sdpa.jsonl" "log=sdpa.log"
+    log "sdpa: rc=$rc, wall $(elapsed "$t0" "$t1") s"
+else
+    step_record sdpa status=skipped "note=$([ "$HAVE_SMI" = 1 ] && echo 'SKIP' || echo 'no GPU (nvidia-smi)')"
+    [ "$HAVE_SMI" = 1 ] || skip_note "sdpa (PyTorch attention): no GPU"
+fi
+
+# ---- 3a. attention tuning (before the GEMM tuning: the GEMM has had its runs) ------------
 TUNE_DB="$OUTDIR/tune.db"
+rm -rf "$TUNE_DB"
+mkdir -p "$TUNE_DB"
+if [ "$AT_CUDA" = 1 ] && ! skipped attention; then
+    : > "$OUTDIR/attention.log"
+    for spec in $ATTN_SHAPES; do
+        attn_spec "$spec"
+        name="attn_${ATTN_DTYPE}_${A_TAG}"
+        left=$((TIME_LIMIT_S - 10 - SECONDS))
+        if [ "$SECONDS" -ge "$ATTN_DEADLINE_S" ] || [ "$left" -lt 15 ]; then
+            step_record "$name" status=skipped kind=attention "dtype=$ATTN_DTYPE" "spec=$spec" \
+                "note=time budget: ${SECONDS}s passed (ATTN_DEADLINE_S=$ATTN_DEADLINE_S)"
+            skip_note "attention $ATTN_DTYPE $spec (time budget: ${SECONDS}s passed, ATTN_DEADLINE_S=$ATTN_DEADLINE_S)"
+            continue
+        fi
+        tmo=$ATTN_RUN_TIMEOUT_S
+        [ "$left" -lt "$tmo" ] && tmo=$left
+        attn_cmd
+        log "attention $ATTN_DTYPE $spec (timeout ${tmo}s): $(quote "${A_CMD[@]}")"
+        t0=$(now); rc=0
+        timeout --signal=TERM --kill-after=15 "$tmo" "${A_CMD[@]}" \
+            > "$OUTDIR/tune/$name.json" 2> "$OUTDIR/tune/$name.stderr.log" || rc=$?
+        t1=$(now)
+        "$AUTOTUNE" db show "$A_KEY|" --db "$TUNE_DB" > "$OUTDIR/tune/$name.db-show.log" 2>&1 || true
+        step_record "$name" status=ran kind=attention "dtype=$ATTN_DTYPE" "spec=$spec" "rc=$rc" \
+            "t0=$t0" "t1=$t1" "timeout=$tmo" "cmd=$(quote "${A_CMD[@]}")" \
+            "stdout=tune/$name.json" "stderr=tune/$name.stderr.log" "dbshow=tune/$name.db-show.log"
+        {
+            printf '$ %s\n' "$(quote "${A_CMD[@]}")"
+            cat "$OUTDIR/tune/$name.json" "$OUTDIR/tune/$name.stderr.log"
+            printf '# rc=%s wall=%ss timeout=%ss\n\n' "$rc" "$(elapsed "$t0" "$t1")" "$tmo"
+        } >> "$OUTDIR/attention.log"
+        log "attention $ATTN_DTYPE $spec: rc=$rc, wall $(elapsed "$t0" "$t1") s"
+    done
+elif [ "$AT_CUDA" != 1 ]; then
+    skip_note "attention tuning: $MODE_NOTE"
+fi
+
+# ---- 3. tuning ---------------------------------------------------------------------------
 if [ "$AT_CUDA" = 1 ] && ! skipped tune; then
-    rm -rf "$TUNE_DB"
-    mkdir -p "$TUNE_DB"
     : > "$OUTDIR/tune.log"
     # priority: bf16 8192^3, bf16 LLM shapes, then f16, then f32 (DTYPES/SHAPES order)
     for d in $DTYPES; do

@@ -10,6 +10,11 @@ marked ("not run", "skipped", "error: ..."); it never fails on a missing or brok
 
 ratio = autotune TFLOP/s / cuBLAS TFLOP/s for the same dtype and shape (1.0 = on par, above 1
 autotune is faster). TFLOP/s = 2*m*n*k / time.
+
+Attention: OUTDIR/steps/attn_*.env and tune/attn_*.json (autotune attention) against
+OUTDIR/sdpa.jsonl (torch_bench.py --attention: SDPA, flash backend); ratio = SDPA's median time
+/ autotune's best time (above 1 autotune is faster); TFLOP/s over the visible score pairs,
+4 * head_dim FLOPs each.
 """
 import glob
 import json
@@ -256,6 +261,84 @@ def fmt(x, spec):
     return format(x, spec) if isinstance(x, (int, float)) else "-"
 
 
+# ---- attention ----------------------------------------------------------------------------
+
+def attn_flop(b, h, s, s2, d, causal):
+    return 4.0 * d * b * h * (s * s2 - s * (s - 1) // 2 if causal else s * s2)
+
+
+def attention(outdir):
+    """The SDPA cases and the autotune attention runs, joined on the spec B,H,G,S,S2,D,C."""
+    env = read_env(os.path.join(outdir, "steps", "sdpa.env"))
+    info = {"status": env.get("status", "not run"), "note": env.get("note"),
+            "cmd": env.get("cmd"), "rc": env.get("rc"), "wall_s": wall(env)}
+    sdpa = {}
+    for line in read(os.path.join(outdir, "sdpa.jsonl")).splitlines():
+        try:
+            o = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(o, dict):
+            continue
+        if o.get("kind") == "env":
+            info["env"] = o
+        elif o.get("kind") == "attention":
+            spec = "%d,%d,%d,%d,%d,%d,%d" % (o["batch"], o["heads"], o["kv_heads"], o["seq"],
+                                             o["seq_kv"], o["head_dim"], int(o["causal"]))
+            sdpa[spec] = {k: o.get(k) for k in (
+                "status", "backend", "gqa", "median_ms", "min_ms", "max_ms", "reps", "tflops",
+                "probe_rel_error", "error", "refused") if o.get(k) is not None}
+    if info["status"] == "ran":
+        e = info.get("env") or {}
+        if e.get("status") not in (None, "ok"):
+            info["status"] = "error: %s" % e.get("status")
+        elif info["rc"] not in ("0", None):
+            info["status"] = "error: exit %s" % info["rc"]
+        else:
+            info["status"] = "ok"
+    rows = {}
+    for path in sorted(glob.glob(os.path.join(outdir, "steps", "attn_*.env")),
+                       key=os.path.getmtime):
+        env = read_env(path)
+        spec = env.get("spec", "")
+        try:
+            b, h, g, s, s2, d, c = (int(x) for x in spec.split(","))
+        except ValueError:
+            continue
+        flop = attn_flop(b, h, s, s2, d, c)
+        r, j = autotune_run(outdir, env)
+        at = dict(r)
+        if j and isinstance(j.get("best"), dict):
+            bst, cand = j["best"], j.get("candidates") or {}
+            t_us = num(bst.get("time_us"))
+            at.update(time_us=t_us, tflops=flop / (t_us * 1e6) if t_us else None,
+                      config=bst.get("config"), max_rel_error=num(bst.get("max_rel_error")),
+                      evaluated=cand.get("evaluated"), failed=cand.get("failed"),
+                      space=cand.get("space"), cache=j.get("cache"), template=j.get("template"),
+                      tuning_seconds=num(j.get("seconds")))
+            if r["status"] != "ok":  # stopped, but it printed what it had measured
+                at.update(status="partial", note="stopped (%s); the best of its %s evaluations"
+                          % (r.get("error", r["status"]), cand.get("evaluated")))
+        elif r["status"] in ("timeout", "error") and env.get("dbshow"):
+            n, n_ok, best = parse_db_show(read(os.path.join(outdir, env["dbshow"])))
+            at.update(saved_measurements=n, saved_ok=n_ok)
+            if best:
+                at.update(status="partial", time_us=best[0], config=best[1],
+                          max_rel_error=best[2], tflops=flop / (best[0] * 1e6),
+                          note="stopped (%s); best of the %d fully timed ok measurements it "
+                               "saved" % (r.get("error", r["status"]), n_ok))
+        rows[spec] = {"spec": spec, "dtype": env.get("dtype"), "autotune": at,
+                      "sdpa": sdpa.get(spec, {"status": "not run"})}
+    for spec, o in sdpa.items():
+        rows.setdefault(spec, {"spec": spec, "dtype": None, "autotune": {"status": "not run"},
+                               "sdpa": o})
+    for r in rows.values():
+        t_at, t_sd = r["autotune"].get("time_us"), r["sdpa"].get("median_ms")
+        r["ratio_autotune_to_sdpa"] = (t_sd * 1e3 / t_at) if t_at and t_sd and \
+            r["sdpa"].get("status") == "ok" else None
+    return info, rows
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -265,6 +348,7 @@ def main():
     cublas_info, cublas_cases = read_cublas(outdir)
     corr = correctness(outdir)
     rows = tuning(outdir, cublas_cases)
+    sdpa_info, attn_rows = attention(outdir)
     comp_env = read_env(os.path.join(outdir, "steps", "compile.env"))
     compile_only = {"status": comp_env.get("status", "not run")}
     if comp_env.get("status") == "ran":
@@ -290,6 +374,11 @@ def main():
         "total_seconds": num(read(os.path.join(outdir, "total-seconds.txt")).strip()),
         "ratio_definition": "autotune TFLOP/s / cuBLAS (torch.matmul) TFLOP/s; >1: autotune faster",
         "ratios": ratios,
+        "attention_ratio_definition": "SDPA (flash) median time / autotune best time; >1: "
+                                      "autotune faster",
+        "attention_ratios": {k: r["ratio_autotune_to_sdpa"] for k, r in attn_rows.items()},
+        "attention": attn_rows,
+        "sdpa": sdpa_info,
         "gemm": rows,
         "cublas": cublas_info,
         "correctness": corr,
@@ -336,6 +425,30 @@ def main():
     L.append("  cuBLAS: median of CUDA-event times with a 256 MB L2 flush before each repetition.")
     L.append("  ratio = autotune / cuBLAS (1.0 = on par).  tune s = autotune's own 'seconds'.")
     L.append("")
+    L.append("attention O = softmax(Q K^T / sqrt(D) [+ causal]) V, layout (B, S, H, D); TFLOP/s over "
+             "the visible score pairs")
+    L.append("  %-28s %10s %10s %7s %6s  %s" % ("B,H,G,S,S2,D,causal", "autotune", "SDPA",
+                                               "ratio", "evals", "autotune best config / notes"))
+    for spec, r in attn_rows.items():
+        at, sd = r["autotune"], r["sdpa"]
+        note = at.get("config") or ""
+        if at.get("status") != "ok":
+            note = "%s%s" % (at.get("status"), (": " + (at.get("error") or at.get("note") or ""))
+                             if (at.get("error") or at.get("note")) else "")
+        if sd.get("status") == "ok":
+            note += "  [SDPA %s%s]" % (sd.get("backend"), ", gqa " + sd["gqa"]
+                                       if sd.get("gqa") not in (None, "-") else "")
+        elif sd.get("status"):
+            note += "  [SDPA %s%s]" % (sd.get("status"), (": " + sd["error"][:120])
+                                       if sd.get("error") else "")
+        L.append("  %-28s %10s %10s %7s %6s  %s" % (
+            spec, fmt(at.get("tflops"), ".1f"), fmt(sd.get("tflops"), ".1f"),
+            fmt(r["ratio_autotune_to_sdpa"], ".3f"), fmt(at.get("evaluated"), "d"), note))
+    if not attn_rows:
+        L.append("  (no attention results: %s)" % (sdpa_info.get("note") or sdpa_info.get("status")))
+    L.append("  autotune: its best median kernel time (CUDA events); SDPA: median CUDA-event time")
+    L.append("  with the L2 flush. ratio = SDPA time / autotune time (above 1: autotune faster).")
+    L.append("")
     ct = corr["ctest"]
     L.append("correctness:")
     L.append("  ctest -L gpu: %s%s" % (ct.get("status"), ("  (" + ct["note"] + ")") if ct.get("note") else ""))
@@ -372,6 +485,22 @@ def main():
         if compile_only.get("cmd"):
             L.append("  $ %s" % compile_only["cmd"])
         L.append("")
+    ca_env = read_env(os.path.join(outdir, "steps", "compile_attention.env"))
+    if ca_env.get("status") == "ran":
+        res = last_json_object(read(os.path.join(outdir, "compile-attention.json"))) or {}
+        ok = ca_env.get("rc") == "0" and res
+        summary["compile_only_attention"] = {"status": "ok" if ok else "error", "result": res,
+                                             "cmd": ca_env.get("cmd"),
+                                             "log": "compile-attention.log"}
+        L.append("compile-only attention (NVRTC, no device): %s; %s" % (
+            "ok" if ok else "error",
+            "%s/%s compiled for %s, %s compile errors, %s rejected for resources" % (
+                res.get("compiled"), res.get("attempted"), res.get("arch"),
+                res.get("compile_errors"), res.get("resource_rejected")) if ok else
+            ([l for l in read(os.path.join(outdir, "compile-attention.log")).splitlines()
+              if l.strip() and not l.startswith(("#", "$"))] or ["no output"])[-1][:300]))
+        L.append("  $ %s" % ca_env.get("cmd"))
+        L.append("")
     if skipped:
         L.append("skipped (%d; all in skipped.txt):" % len(skipped))
         L.extend("  " + s for s in skipped[:12])
@@ -381,6 +510,11 @@ def main():
     L.append("commands:")
     if cublas_info.get("cmd"):
         L.append("  cublas: %s" % cublas_info["cmd"])
+    if sdpa_info.get("cmd"):
+        L.append("  sdpa: %s" % sdpa_info["cmd"])
+    for spec, r in attn_rows.items():
+        if r["autotune"].get("cmd"):
+            L.append("  attention %s: %s" % (spec, r["autotune"]["cmd"]))
     for key, r in rows.items():
         if r["autotune"].get("cmd"):
             L.append("  %s: %s" % (key, r["autotune"]["cmd"]))
