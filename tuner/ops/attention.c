@@ -5,6 +5,8 @@
  * O and LSE, and the typed public calls (at_attention_*) over the generic ones. */
 #include "tuner/ops/attention.h"
 
+#include "tuner/ops/attention_cost.h"
+
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
@@ -243,6 +245,13 @@ static double op_bytes(const void *p)
            4.0 * (double)a->batch * (double)a->heads * (double)a->seq;
 }
 
+static at_status op_prior(const void *p, const at_space *s, const at_device_info *d,
+                          const int64_t *configs, size_t n, double *out)
+{
+    (void)p;
+    return at_attention_cost_prior(s, d, configs, n, out);
+}
+
 /* What is kept to check a candidate: the reference on a spread of rows. A row r is
  * (b * heads + h) * seq + i. */
 typedef struct attention_check {
@@ -476,6 +485,7 @@ const at_op at_op_attention = {
     .data_free = op_data_free,
     .flops = op_flops,
     .bytes = op_bytes,
+    .prior = op_prior,
 };
 
 /* ---- the typed public calls ---------------------------------------------------------------- */
