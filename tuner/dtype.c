@@ -84,3 +84,21 @@ void at_dtype_to_f32(at_dtype d, const void *src, float *dst, size_t n)
     else
         for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(h[i]);
 }
+
+void at_dtype_fill_random(float *x, size_t n, uint64_t seed, at_dtype d)
+{
+    uint64_t s = seed ? seed : 1; /* xorshift64: any nonzero state */
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
+    }
+    /* Round through the element type in place, 4096 values at a time. */
+    uint16_t h[4096];
+    for (size_t i = 0; d != AT_DTYPE_F32 && i < n; i += 4096) {
+        size_t c = n - i < 4096 ? n - i : 4096;
+        at_dtype_from_f32(d, x + i, h, c);
+        at_dtype_to_f32(d, h, x + i, c);
+    }
+}

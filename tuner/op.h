@@ -11,8 +11,8 @@
 #define AT_MAX_FIELDS  24
 
 /* A field of an operation's problem: the public description and where its value lives in the
- * typed problem struct (int64_t for AT_FIELD_INT, an int-sized enum for AT_FIELD_CHOICE, float
- * for AT_FIELD_REAL). */
+ * typed problem struct (int64_t for AT_FIELD_INT, an int-sized enum for AT_FIELD_CHOICE, int for
+ * AT_FIELD_FLAG, float for AT_FIELD_REAL). */
 typedef struct at_op_field {
     at_field_desc d;
     size_t offset;
@@ -78,6 +78,7 @@ typedef struct at_op {
 /* ---- the registry -------------------------------------------------------------------------- */
 
 extern const at_op at_op_gemm;
+extern const at_op at_op_attention;
 
 /* The operation by name; NULL if none. */
 const at_op *at_op_find(const char *name);

@@ -12,8 +12,8 @@
 #define MAX_OPS 16
 
 /* Built-in operations, then those registered at run time (tests, tools). */
-static const at_op *g_ops[MAX_OPS + 1] = {&at_op_gemm};
-static const char *g_names[MAX_OPS + 1] = {"gemm"};
+static const at_op *g_ops[MAX_OPS + 1] = {&at_op_gemm, &at_op_attention};
+static const char *g_names[MAX_OPS + 1] = {"gemm", "attention"};
 
 const at_op *at_op_find(const char *name)
 {
@@ -107,6 +107,17 @@ static at_status parse_field(const at_op_field *f, const char *text, void *data)
             return at_fail(AT_ERR_INVALID_ARG, "unknown %s '%s' (one of: %s)", d->name,
                            text ? text : "", at_join_names(list, sizeof list, d->choices));
         }
+    case AT_FIELD_FLAG: {
+        static const char *const names[] = {"0", "1", "false", "true", NULL};
+        for (int i = 0; text && names[i]; i++)
+            if (strcmp(text, names[i]) == 0) {
+                int v = i % 2;
+                memcpy(slot, &v, sizeof v);
+                return AT_OK;
+            }
+        return at_fail(AT_ERR_INVALID_ARG, "%s '%s' is not 0, 1, false or true", d->name,
+                       text ? text : "");
+    }
     case AT_FIELD_REAL: {
         double v;
         if (at_parse_real(text, &v) != 0 || fabs(v) > 3.4e38)
@@ -127,6 +138,10 @@ static void format_field(const at_op_field *f, const void *data, char *buf, size
         int64_t v;
         memcpy(&v, slot, sizeof v);
         snprintf(buf, len, "%lld", (long long)v);
+    } else if (f->d.kind == AT_FIELD_FLAG) {
+        int v;
+        memcpy(&v, slot, sizeof v);
+        snprintf(buf, len, "%d", v != 0);
     } else if (f->d.kind == AT_FIELD_CHOICE) {
         int v, n = 0;
         memcpy(&v, slot, sizeof v);

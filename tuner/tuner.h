@@ -33,6 +33,9 @@ const char *at_dtype_name(at_dtype d);
 size_t at_dtype_size(at_dtype d);
 void at_dtype_from_f32(at_dtype d, const float *src, void *dst, size_t n);
 void at_dtype_to_f32(at_dtype d, const void *src, float *dst, size_t n);
+/* n pseudo-random values in [-1, 1] from seed, each exactly representable in d, so a CPU
+ * reference sees the very inputs the device does. */
+void at_dtype_fill_random(float *x, size_t n, uint64_t seed, at_dtype d);
 
 /* ---- templates ----------------------------------------------------------------------------- */
 

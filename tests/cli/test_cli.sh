@@ -464,7 +464,7 @@ for o in budget strategy no-improve replay select; do
 done
 reject 2 "space needs an operation" -- space
 reject 2 "unknown option '--m'" -- space --m 8
-reject 2 "unknown template '' \(one of: gemm\)" -- space ''
+reject 2 "unknown template '' \(one of: gemm, attention\)" -- space ''
 reject 2 "unexpected argument 'gemm'" -- space gemm gemm
 
 # replay: the search options, --select, the file.

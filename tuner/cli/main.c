@@ -269,9 +269,12 @@ static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, cha
         uint64_t bit = 1ull << (sp - specs);
         if (seen & bit) return usage_error("option '--%s' is given twice", name);
         seen |= bit;
-        if (sp->kind == OPT_FLAG) {
+        if (sp->kind == OPT_FLAG || (sp->kind == OPT_FIELD && sp->field->kind == AT_FIELD_FLAG)) {
             if (eq) return usage_error("option '--%s' takes no value", name);
-            *(int *)((char *)o + sp->offset) = 1;
+            if (sp->kind == OPT_FIELD)
+                o->field[sp->offset] = "1";
+            else
+                *(int *)((char *)o + sp->offset) = 1;
             continue;
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -344,6 +347,8 @@ static cJSON *problem_json(const at_problem *p, const op_fields *f)
         at_problem_get(p, f->d[i].name, buf, sizeof buf);
         if (f->d[i].kind == AT_FIELD_CHOICE)
             cJSON_AddStringToObject(j, f->d[i].name, buf);
+        else if (f->d[i].kind == AT_FIELD_FLAG)
+            cJSON_AddBoolToObject(j, f->d[i].name, strcmp(buf, "1") == 0);
         else
             cJSON_AddNumberToObject(j, f->d[i].name, strtod(buf, NULL));
     }
@@ -411,13 +416,13 @@ static void print_op_help(const op_fields *f)
             for (size_t c = 0; d->choices[c]; c++)
                 snprintf(arg + strlen(arg), sizeof arg - strlen(arg), "%s%s", c ? "|" : "",
                          d->choices[c]);
-        else
+        else if (d->kind != AT_FIELD_FLAG)
             snprintf(arg, sizeof arg, "%c", toupper(d->name[0]));
         char left[160];
-        snprintf(left, sizeof left, "--%s %s", d->name, arg);
+        snprintf(left, sizeof left, "--%s%s%s", d->name, *arg ? " " : "", arg);
         printf("  %-21s %s", left, d->help);
         if (d->kind == AT_FIELD_INT) printf(", %lld to %lld", (long long)d->lo, (long long)d->hi);
-        if (d->def && d->def[0] != '=') printf(" (default %s)", d->def);
+        if (d->def && d->def[0] != '=' && d->kind != AT_FIELD_FLAG) printf(" (default %s)", d->def);
         printf("\n");
     }
     char strategies[256];
@@ -970,9 +975,17 @@ static void print_main_help(FILE *f)
           "Tunes kernels on this machine's devices and keeps the results in a database.\n"
           "\n",
           f);
-    for (const char *const *op = at_operations(); *op; op++)
-        fprintf(f, "  %-9s tune one %s problem%s\n", *op, *op,
-                strcmp(*op, "gemm") == 0 ? ": autotune gemm --m 1024 --n 1024" : "");
+    for (const char *const *op = at_operations(); *op; op++) {
+        /* An example command: the operation's required fields at their example values. */
+        char args[200] = "";
+        at_field_desc d;
+        for (size_t i = 0; at_operation_field(*op, i, &d) == AT_OK; i++)
+            if (!d.def && d.example)
+                snprintf(args + strlen(args), sizeof args - strlen(args), " --%s %s", d.name,
+                         d.example);
+        fprintf(f, "  %-9s tune one %s problem%s%s%s\n", *op, *op, *args ? ": autotune " : "",
+                *args ? *op : "", args);
+    }
     fputs("  space     count and list a template's tuning space: autotune space gemm\n"
           "  devices   list backends and devices, and why a backend is unavailable\n"
           "  db        list, show or export the database's entries\n"

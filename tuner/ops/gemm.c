@@ -235,29 +235,6 @@ typedef struct gemm_check {
     int64_t ldc;
 } gemm_check;
 
-static uint64_t rng_state(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-/* Random values in [-1, 1], exactly representable in the element type, so the reference sees
- * the very inputs the device does. */
-static void fill_inputs(float *x, size_t n, uint64_t seed, at_dtype d)
-{
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)((double)(rng_state(&s) >> 11) / 4503599627370496.0 - 1.0);
-    if (d == AT_DTYPE_F32) return;
-    uint16_t *h = malloc(n * sizeof *h);
-    if (!h) return;
-    at_dtype_from_f32(d, x, h, n);
-    at_dtype_to_f32(d, h, x, n);
-    free(h);
-}
-
 static void op_data_free(at_op_data *d)
 {
     for (int i = 0; i < AT_MAX_BUFFERS; i++) free(d->buf[i].init);
@@ -316,9 +293,9 @@ static at_status op_data_make(const void *p, at_op_data *d)
     for (size_t r = 0; r < nrows; r++)
         c->rows[r] =
             nrows == 1 ? 0 : (int64_t)((double)r * (double)(q->m - 1) / (double)(nrows - 1));
-    fill_inputs(d->buf[0].init, na, 1, q->dtype);
-    fill_inputs(d->buf[1].init, nb, 2, q->dtype);
-    fill_inputs(c->ref, nc, 3, q->dtype);
+    at_dtype_fill_random(d->buf[0].init, na, 1, q->dtype);
+    at_dtype_fill_random(d->buf[1].init, nb, 2, q->dtype);
+    at_dtype_fill_random(c->ref, nc, 3, q->dtype);
     /* With beta == 0 the kernel must not read C: give it NaN so a kernel that does shows up. */
     for (size_t i = 0; i < nc; i++) d->buf[2].init[i] = q->beta == 0.0f ? NAN : c->ref[i];
     at_gemm_reference(q, d->buf[0].init, d->buf[1].init, c->ref, c->bound, c->rows, c->nrows);
