@@ -1,7 +1,9 @@
 /* emu.h — a host emulation of the PTX that the mma.sync templates use (cp.async, ldmatrix,
  * mma.sync m16n8k16, shfl.sync.bfly, the split-K/split-KV atomics) and of the kernel dialect, so a
- * template's own code runs on the CPU, one std::thread per CUDA thread (attention_mma.cu; see
- * test_attention_mma_emu.cpp).
+ * template's own code runs on the CPU (attention_mma.cu; see test_attention_mma_emu.cpp). Each CUDA
+ * thread of a block is a fiber (ucontext) on one OS thread, switched at barriers and warp
+ * collectives by a round-robin scheduler: the result does not depend on how loaded the machine
+ * is, and a deadlock (a barrier some threads never reach) is reported, not waited for.
  *
  * Warp-wide instructions are collectives: every lane of the warp deposits its operands (an
  * ldmatrix row address, mma fragments, a shuffled value) in the warp's exchange slots, waits at
@@ -20,7 +22,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -32,17 +33,23 @@ namespace at_emu
 
 enum { OP_LDSM = 1, OP_LDSM_T, OP_MMA, OP_SHFL };
 
+/* a barrier of `size` fibers: the last to arrive starts the next generation */
+struct barrier {
+    int size, arrived, gen;
+};
+void arrive_and_wait(barrier &b);
+
 /* one warp's exchange: two alternating slot sets of 32 lanes x 8 words */
 struct warp {
-    std::barrier<> bar{32};
+    barrier bar{32, 0, 0};
     unsigned slot[2][32][8];
     int op[2][32];
 };
 
 struct block {
     std::vector<unsigned char> smem; /* the block's shared memory; address = offset */
-    std::barrier<> *bar;
-    std::vector<std::unique_ptr<warp>> warps;
+    barrier bar;
+    std::vector<warp> warps;
     int group[3], groups[3];
 };
 
@@ -52,14 +59,23 @@ struct cp_op {
     int bytes;
 };
 
+/* the state of one CUDA thread */
+struct lane {
+    int tid;
+    int phase; /* the slot set of this lane's next collective */
+    std::vector<std::vector<cp_op>> cp_groups;
+    std::vector<cp_op> cp_open;
+};
+
+/* Runs body once per thread 0..threads-1 of block b, as fibers; returns false on a deadlock
+ * (reported as a violation). */
+bool run_block(block &b, int threads, void (*body)(void *), void *arg);
+
 extern bool copy_at_issue; /* true: cp.async copies at issue; false: when waited for */
 extern int bug;            /* a deliberate model error, for the test of the test (0: none) */
 extern int errors;         /* contract violations seen (misaligned cp.async, diverged warp...) */
-extern thread_local int tid;
-extern thread_local int phase; /* the slot set of this lane's next collective */
-extern thread_local block *blk;
-extern thread_local std::vector<std::vector<cp_op>> cp_groups;
-extern thread_local std::vector<cp_op> cp_open;
+extern lane *cur;          /* the running thread */
+extern block *blk;         /* the running block */
 
 void violation(const char *what);
 unsigned char *smem_at(unsigned addr, unsigned bytes); /* bounds-checked */
@@ -74,15 +90,15 @@ float shfl_xor(float v, int mask);
 /* commit_group: the open copies become the newest group */
 inline void commit()
 {
-    cp_groups.push_back(cp_open);
-    cp_open.clear();
+    cur->cp_groups.push_back(cur->cp_open);
+    cur->cp_open.clear();
 }
 /* wait_group n: performs the oldest groups until at most n are pending */
 inline void drain(int n)
 {
-    while (cp_groups.size() > (size_t)n) {
-        for (const cp_op &o : cp_groups.front()) do_copy(o);
-        cp_groups.erase(cp_groups.begin());
+    while (cur->cp_groups.size() > (size_t)n) {
+        for (const cp_op &o : cur->cp_groups.front()) do_copy(o);
+        cur->cp_groups.erase(cur->cp_groups.begin());
     }
 }
 
@@ -94,8 +110,8 @@ inline void drain(int n)
 #define LOCAL         static /* blocks run one after another: one copy serves them all */
 #define RESTRICT      __restrict__
 #define INLINE        static inline
-#define BARRIER()     at_emu::blk->bar->arrive_and_wait()
-#define LOCAL_ID(d)   ((d) == 0 ? at_emu::tid : 0)
+#define BARRIER()     at_emu::arrive_and_wait(at_emu::blk->bar)
+#define LOCAL_ID(d)   ((d) == 0 ? at_emu::cur->tid : 0)
 #define GROUP_ID(d)   (at_emu::blk->group[d])
 #define NUM_GROUPS(d) (at_emu::blk->groups[d])
 #define MIN(a, b)     std::min((a), (b))
@@ -121,7 +137,7 @@ INLINE void at_cp_async16(at_saddr dst, const void *src, int bytes)
     if (at_emu::copy_at_issue)
         at_emu::do_copy(c);
     else
-        at_emu::cp_open.push_back(c);
+        at_emu::cur->cp_open.push_back(c);
 }
 INLINE void at_cp_commit() { at_emu::commit(); }
 template <int N> INLINE void at_cp_wait() { at_emu::drain(N); }

@@ -6,51 +6,38 @@
 
 #include "templates/attention/attention_mma.cu"
 
-#include <thread>
-
 namespace
 {
 
+void block_body(void *arg)
+{
+    const at_attn_args &a = *(const at_attn_args *)arg;
+    attention_mma(a.Q, a.K, a.V, a.O, a.LSE, a.heads, a.kv_heads, a.seq, a.seq_kv, a.scale, a.q_sb,
+                  a.q_sh, a.q_ss, a.kv_sb, a.kv_sh, a.kv_ss
+#if SPLIT > 1
+                  ,
+                  a.ws
+#endif
+    );
+}
+
+/* The grid's blocks one after another, in launch order (x fastest). */
 void run(const at_attn_args &a)
 {
     const int groups[3] = {(a.seq + BQ - 1) / BQ * a.batch * a.heads, SPLIT, 1};
-    std::barrier<> bar(THREADS);
     at_emu::block b;
     b.smem.resize(2 * BQ * HEAD_DIM + 4 * STAGES * BKV * HEAD_DIM + 16); /* + 16: see emu.h */
-    b.bar = &bar;
-    for (int w = 0; w < WARPS; w++) b.warps.emplace_back(new at_emu::warp);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < THREADS; t++)
-        threads.emplace_back([&, t] {
-            at_emu::tid = t;
-            at_emu::phase = 0;
-            at_emu::blk = &b;
-            for (int z = 0; z < groups[2]; z++)
-                for (int y = 0; y < groups[1]; y++)
-                    for (int x = 0; x < groups[0]; x++) {
-                        if (t == 0) {
-                            /* 0xffff is NaN in f16 and bf16: unwritten shared memory shows */
-                            std::fill(b.smem.begin(), b.smem.end(), (unsigned char)0xff);
-                            b.group[0] = x, b.group[1] = y, b.group[2] = z;
-                            for (int d = 0; d < 3; d++) b.groups[d] = groups[d];
-                        }
-                        bar.arrive_and_wait();
-                        attention_mma(a.Q, a.K, a.V, a.O, a.LSE, a.heads, a.kv_heads, a.seq,
-                                      a.seq_kv, a.scale, a.q_sb, a.q_sh, a.q_ss, a.kv_sb, a.kv_sh,
-                                      a.kv_ss
-#if SPLIT > 1
-                                      ,
-                                      a.ws
-#endif
-                        );
-                        if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty())
-                            at_emu::violation("a thread left with copies in flight");
-                        at_emu::cp_groups.clear();
-                        at_emu::cp_open.clear();
-                        bar.arrive_and_wait();
-                    }
-        });
-    for (std::thread &t : threads) t.join();
+    b.bar = {THREADS, 0, 0};
+    b.warps.resize(WARPS);
+    for (int z = 0; z < groups[2]; z++)
+        for (int y = 0; y < groups[1]; y++)
+            for (int x = 0; x < groups[0]; x++) {
+                /* 0xffff is NaN in f16 and bf16: unwritten shared memory shows */
+                std::fill(b.smem.begin(), b.smem.end(), (unsigned char)0xff);
+                b.group[0] = x, b.group[1] = y, b.group[2] = z;
+                for (int d = 0; d < 3; d++) b.groups[d] = groups[d];
+                if (!at_emu::run_block(b, THREADS, block_body, (void *)&a)) return;
+            }
 }
 
 /* attention_mma.yaml's workspace: expression */

@@ -17,8 +17,8 @@
 #include <cstdarg>
 #include <cstddef>
 #include <cstdio>
-#include <mutex>
 #include <setjmp.h>
+#include <ucontext.h>
 
 extern "C" {
 #include <cmocka.h>
@@ -31,17 +31,95 @@ namespace at_emu
 bool copy_at_issue;
 int bug;
 int errors;
-thread_local int tid;
-thread_local int phase;
-thread_local block *blk;
-thread_local std::vector<std::vector<cp_op>> cp_groups;
-thread_local std::vector<cp_op> cp_open;
-static std::mutex fail_mu;
+lane *cur;
+block *blk;
 
 void violation(const char *what)
 {
-    std::lock_guard<std::mutex> g(fail_mu);
-    if (errors++ < 5) fprintf(stderr, "emulator: thread %d: %s\n", tid, what);
+    if (errors++ < 5) fprintf(stderr, "emulator: thread %d: %s\n", cur ? cur->tid : -1, what);
+}
+
+/* ---- fibers ---------------------------------------------------------------------------------- */
+struct fiber {
+    lane st;
+    ucontext_t ctx;
+    std::vector<char> stack;
+    bool done;
+};
+static ucontext_t sched_ctx;
+static fiber *running;
+static bool progress; /* something happened since the scheduler's last full round */
+static void (*fiber_body)(void *);
+static void *fiber_arg;
+
+static void yield() { swapcontext(&running->ctx, &sched_ctx); }
+
+void arrive_and_wait(barrier &b)
+{
+    const int g = b.gen;
+    progress = true;
+    if (++b.arrived == b.size) {
+        b.arrived = 0;
+        b.gen++;
+        return;
+    }
+    while (b.gen == g) yield();
+}
+
+static void trampoline()
+{
+    fiber_body(fiber_arg);
+    running->done = true;
+    progress = true;
+    yield(); /* never resumed */
+}
+
+bool run_block(block &b, int threads, void (*body)(void *), void *arg)
+{
+    static std::vector<fiber> fibers; /* reused: stacks are allocated once */
+    if (fibers.size() < (size_t)threads) fibers.resize(threads);
+    blk = &b;
+    fiber_body = body;
+    fiber_arg = arg;
+    for (int t = 0; t < threads; t++) {
+        fiber &f = fibers[t];
+        f.st.tid = t;
+        f.st.phase = 0;
+        f.st.cp_groups.clear();
+        f.st.cp_open.clear();
+        f.done = false;
+        f.stack.resize(256 * 1024);
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack.data();
+        f.ctx.uc_stack.ss_size = f.stack.size();
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, trampoline, 0);
+    }
+    for (;;) {
+        bool live = false;
+        progress = false;
+        for (int t = 0; t < threads; t++) {
+            fiber &f = fibers[t];
+            if (f.done) continue;
+            live = true;
+            running = &f;
+            cur = &f.st;
+            swapcontext(&sched_ctx, &f.ctx);
+        }
+        running = nullptr;
+        if (!live) break;
+        if (!progress) {
+            cur = nullptr;
+            violation("deadlock: threads wait at barriers the others never reach");
+            return false;
+        }
+    }
+    cur = nullptr;
+    bool ok = true;
+    for (int t = 0; t < threads; t++)
+        if (!fibers[t].st.cp_groups.empty() || !fibers[t].st.cp_open.empty()) ok = false;
+    if (!ok) violation("a thread left with copies in flight");
+    return true;
 }
 
 unsigned char *smem_at(unsigned addr, unsigned bytes)
@@ -65,12 +143,12 @@ void do_copy(const cp_op &c)
  * holding all 32 lanes' deposits (valid until this lane's next-but-one collective). */
 static unsigned (*exchange(int op, const unsigned *w, int n))[8]
 {
-    warp &wp = *blk->warps[tid / 32];
-    const int lane = tid % 32, ph = phase;
-    phase ^= 1;
+    warp &wp = blk->warps[cur->tid / 32];
+    const int lane = cur->tid % 32, ph = cur->phase;
+    cur->phase ^= 1;
     memcpy(wp.slot[ph][lane], w, sizeof(unsigned) * n);
     wp.op[ph][lane] = op;
-    wp.bar.arrive_and_wait();
+    arrive_and_wait(wp.bar);
     for (int l = 0; l < 32; l++)
         if (wp.op[ph][l] != op) {
             violation("diverged warp: lanes in different collectives");
@@ -93,7 +171,7 @@ void ldsm_x4(unsigned *r, unsigned addr, bool trans)
 {
     if (addr & 15) violation("ldmatrix: row address not 16-byte aligned");
     unsigned(*s)[8] = exchange(trans ? OP_LDSM_T : OP_LDSM, &addr, 1);
-    const int lane = tid % 32;
+    const int lane = cur->tid % 32;
     if (bug == 1) trans = !trans;
     for (int q = 0; q < 4; q++) {
         unsigned short e[2];
@@ -113,7 +191,7 @@ void mma_16816(float *d, const unsigned *a, const unsigned *b, int dt)
 {
     const unsigned w[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
     unsigned(*s)[8] = exchange(OP_MMA, w, 6);
-    const int lane = tid % 32;
+    const int lane = cur->tid % 32;
     auto half = [&](unsigned word, int k) {
         return to_f32((unsigned short)(k % 2 ? word >> 16 : word & 0xffff), dt);
     };
@@ -137,7 +215,7 @@ float shfl_xor(float v, int mask)
     unsigned u;
     memcpy(&u, &v, 4);
     unsigned(*s)[8] = exchange(OP_SHFL, &u, 1);
-    const int src = bug == 3 ? tid % 32 : (tid % 32) ^ mask;
+    const int src = bug == 3 ? cur->tid % 32 : (cur->tid % 32) ^ mask;
     float r;
     memcpy(&r, &s[src][0], 4);
     return r;
@@ -269,11 +347,13 @@ static int check(const at_attn_kernel *kn, const problem &p, bool quiet = false)
         std::vector<unsigned short> O = O0;
         std::vector<float> LSE(nlse + GUARD, NAN);
         const long wsb = kn->ws_bytes(p.batch, p.heads, p.seq);
-        std::vector<float> ws((size_t)wsb / 4, 0.0f);
+        /* the workspace, then a NaN guard: a write past its end shows even when zeroed */
+        std::vector<float> ws((size_t)wsb / 4 + GUARD, 0.0f);
+        std::fill(ws.begin() + wsb / 4, ws.end(), NAN);
         at_attn_args a = {
             Q.data(), K.data(),   V.data(), O.data(), LSE.data(), p.batch,
             p.heads,  p.kv_heads, p.seq,    p.seq_kv, scale,      q_sb,
-            q_sh,     q_ss,       kv_sb,    kv_sh,    kv_ss,      ws.empty() ? nullptr : ws.data()};
+            q_sh,     q_ss,       kv_sb,    kv_sh,    kv_ss,      wsb ? ws.data() : nullptr};
         kn->run(a);
         double worst = 0.0, worst_lse = 0.0;
         const char *what = "";
@@ -300,8 +380,9 @@ static int check(const at_attn_kernel *kn, const problem &p, bool quiet = false)
             if (!is_o[x] && O[x] != SENTINEL) worst = INFINITY, what = " (O written outside)";
         for (size_t x = nlse; x < LSE.size(); x++)
             if (!std::isnan(LSE[x])) worst = INFINITY, what = " (LSE written past the end)";
-        for (float w : ws)
-            if (w != 0.0f) worst = INFINITY, what = " (workspace left nonzero)";
+        for (size_t x = 0; x < ws.size(); x++)
+            if (x < (size_t)wsb / 4 ? ws[x] != 0.0f : !std::isnan(ws[x]))
+                worst = INFINITY, what = " (workspace left nonzero or written past its end)";
         if (!(worst <= tol) || !(worst_lse <= lse_tol) || at_emu::errors) {
             if (!quiet)
                 fprintf(stderr,
