@@ -65,7 +65,7 @@
  *
  * Tuning parameters (-D; constraints in attention_mma.yaml):
  *   BQ       query rows per block        WARPS    warps per block (BQ = 16 * MI * WARPS)
- *   BKV      keys per K/V tile           STAGES   K/V ring depth (2..4)
+ *   BKV      keys per K/V tile           STAGES   K/V ring depth (>= 2)
  *   SWIZZLE  1: XOR-swizzled tiles       QREG     1: Q fragments kept in registers
  *   SPLIT    split-KV ranges (1: none, no workspace)
  * Problem defines (attention_problem.h): HEAD_DIM, CAUSAL, EDGE_Q, EDGE_KV, DT, IDX64.
