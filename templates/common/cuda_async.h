@@ -13,6 +13,9 @@
 #ifndef AT_PTX_EMULATE
 typedef unsigned at_saddr; /* a shared-memory (state space) byte address */
 
+/* Dynamic shared memory (launch `shared:` bytes), 16-byte aligned. */
+#define AT_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
 INLINE at_saddr at_smem_addr(const void *p)
 {
     at_saddr a;

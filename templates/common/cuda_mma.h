@@ -75,8 +75,6 @@ INLINE unsigned at_pack2(const float lo, const float hi)
 
 INLINE float at_neg_inf() { return __int_as_float(0xff800000); }
 
-/* Dynamic shared memory (launch `shared:` bytes), 16-byte aligned. */
-#define AT_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 #endif /* AT_PTX_EMULATE */
 
 #endif

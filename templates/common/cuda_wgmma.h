@@ -36,8 +36,6 @@ typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
 
 /* ---- PTX primitives -------------------------------------------------------------------------- */
 #ifndef AT_PTX_EMULATE
-#define AT_DYN_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
-
 /* Generic-proxy shared-memory writes (cp.async, st.shared) of this thread become visible to
  * the async proxy, which wgmma reads shared memory through. */
 INLINE void at_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }

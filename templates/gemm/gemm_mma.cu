@@ -65,9 +65,9 @@
  * IDX64 (64-bit element offsets). Launch (OpenCL convention): local = [32*(BM/WM)*(BN/WN), 1, 1],
  * global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK]: block x walks N, y walks M, z walks K.
  *
- * The PTX primitives are wrapped in at_* functions: ldmatrix and mma below, the rest in the
- * shared headers of templates/common/ (cuda_async.h: shared addresses, cp.async, st.shared;
- * cuda_f16.h: conversions; cuda_splitk.h: split-K atomics). Defining AT_PTX_EMULATE before
+ * The PTX primitives are wrapped in at_* functions in the shared headers of templates/common/
+ * (cuda_async.h: shared addresses, cp.async, st.shared; cuda_f16.h: conversions; cuda_mma.h:
+ * ldmatrix and mma; cuda_splitk.h: split-K atomics). Defining AT_PTX_EMULATE before
  * including this file replaces all of them (and the preamble macros) with a host emulation. */
 
 /* ---- defaults, so the file also compiles stand-alone --------------------------------------- */
@@ -124,36 +124,8 @@
 
 #include "../common/cuda_async.h"  /* at_smem_addr, cp.async, at_stage_chunk16 */
 #include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
+#include "../common/cuda_mma.h"    /* ldmatrix, mma */
 #include "../common/cuda_splitk.h" /* split-K workspace atomics */
-
-/* ---- PTX primitives -------------------------------------------------------------------------- */
-#ifndef AT_PTX_EMULATE
-/* ldmatrix.x4: lane l supplies the address of row (l & 7) of matrix l >> 3; register q receives
- * matrix q, lane l holding row l/4, columns 2*(l%4) and +1 (with .trans: of the transpose). */
-INLINE void at_ldsm_x4(unsigned *r, const at_saddr addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-INLINE void at_ldsm_x4_trans(unsigned *r, const at_saddr addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-
-/* d += A(16x16, row) * B(16x8, col), f32 accumulators. */
-INLINE void at_mma(float *d, const unsigned *a, const unsigned *b)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." AT_MMA_TYPE "." AT_MMA_TYPE ".f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-#endif /* AT_PTX_EMULATE */
 
 /* ---- shared-memory addressing ---------------------------------------------------------------- */
 
