@@ -38,7 +38,10 @@ typedef unsigned long long at_desc; /* a wgmma matrix descriptor */
 #ifndef AT_PTX_EMULATE
 /* Generic-proxy shared-memory writes (cp.async, st.shared) of this thread become visible to
  * the async proxy, which wgmma reads shared memory through. */
-INLINE void at_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+INLINE void at_fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 
 INLINE void at_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 INLINE void at_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -61,16 +64,20 @@ INLINE void at_fence_reg(unsigned &r) { asm volatile("" : "+r"(r)::"memory"); }
 #define AT_ACC_128  AT_ACC_64, AT_ACC32(32)
 #define AT_ACC_256  AT_ACC_128, AT_ACC32(64), AT_ACC32(96)
 /* ... and their numbers in the instruction's register list */
-#define AT_REGS_64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "        \
+#define AT_REGS_64                                                                                 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                       \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define AT_REGS_128 AT_REGS_64                                                                     \
+#define AT_REGS_128                                                                                \
+    AT_REGS_64                                                                                     \
     ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "           \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define AT_REGS_256 AT_REGS_128                                                                    \
+#define AT_REGS_256                                                                                \
+    AT_REGS_128                                                                                    \
     ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "           \
     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "             \
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "   \
+    "%127"
 
 /* d (m64 x N f32 fragment) = A(64x16, descriptor da) * B(16xN, descriptor db) (+ d when acc_in);
  * TRA = 1: A is M-major, TRB = 1: B is N-major (the instruction's transpose immediates).
@@ -78,16 +85,19 @@ INLINE void at_fence_reg(unsigned &r) { asm volatile("" : "+r"(r)::"memory"); }
 #define AT_WGMMA_SS(N, A, B, P, TI_A, TI_B)                                                        \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                                  \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE     \
-                 "\n{" AT_REGS_##N "}, %" #A ", %" #B ", p, 1, 1, %" #TI_A ", %" #TI_B ";\n}\n"   \
+                 "\n{" AT_REGS_##N "}, %" #A ", %" #B ", p, 1, 1, %" #TI_A ", %" #TI_B ";\n}\n"    \
                  : AT_ACC_##N                                                                      \
                  : "l"(da), "l"(db), "r"(acc_in), "n"(TRA), "n"(TRB))
 template <int N, int TRA, int TRB>
 INLINE void at_wgmma(float *d, const at_desc da, const at_desc db, const int acc_in)
 {
     static_assert(N == 64 || N == 128 || N == 256, "wgmma N: 64, 128 or 256");
-    if constexpr (N == 64) AT_WGMMA_SS(64, 32, 33, 34, 35, 36);
-    else if constexpr (N == 128) AT_WGMMA_SS(128, 64, 65, 66, 67, 68);
-    else AT_WGMMA_SS(256, 128, 129, 130, 131, 132);
+    if constexpr (N == 64)
+        AT_WGMMA_SS(64, 32, 33, 34, 35, 36);
+    else if constexpr (N == 128)
+        AT_WGMMA_SS(128, 64, 65, 66, 67, 68);
+    else
+        AT_WGMMA_SS(256, 128, 129, 130, 131, 132);
 }
 
 /* The same with A (64x16, K-major) from registers: a[0..3], this thread's four registers of
@@ -97,17 +107,20 @@ INLINE void at_wgmma(float *d, const at_desc da, const at_desc db, const int acc
 #define AT_WGMMA_RS(N, A0, A1, A2, A3, B, P, TI_B)                                                 \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                                  \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." AT_MMA_TYPE "." AT_MMA_TYPE     \
-                 "\n{" AT_REGS_##N "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B            \
-                 ", p, 1, 1, %" #TI_B ";\n}\n"                                                     \
+                 "\n{" AT_REGS_##N "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B             \
+                                   ", p, 1, 1, %" #TI_B ";\n}\n"                                   \
                  : AT_ACC_##N                                                                      \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc_in), "n"(TRB))
 template <int N, int TRB>
 INLINE void at_wgmma_rs(float *d, const unsigned *a, const at_desc db, const int acc_in)
 {
     static_assert(N == 64 || N == 128 || N == 256, "wgmma N: 64, 128 or 256");
-    if constexpr (N == 64) AT_WGMMA_RS(64, 32, 33, 34, 35, 36, 37, 38);
-    else if constexpr (N == 128) AT_WGMMA_RS(128, 64, 65, 66, 67, 68, 69, 70);
-    else AT_WGMMA_RS(256, 128, 129, 130, 131, 132, 133, 134);
+    if constexpr (N == 64)
+        AT_WGMMA_RS(64, 32, 33, 34, 35, 36, 37, 38);
+    else if constexpr (N == 128)
+        AT_WGMMA_RS(128, 64, 65, 66, 67, 68, 69, 70);
+    else
+        AT_WGMMA_RS(256, 128, 129, 130, 131, 132, 133, 134);
 }
 #undef AT_WGMMA_RS
 #undef AT_WGMMA_SS
@@ -125,8 +138,7 @@ INLINE void at_wgmma_rs(float *d, const unsigned *a, const at_desc db, const int
 template <int N, typename T> INLINE void at_fence_regs(T *r)
 {
     AT_UNROLL(N)
-    for (int i = 0; i < N; ++i)
-        at_fence_reg(r[i]);
+    for (int i = 0; i < N; ++i) at_fence_reg(r[i]);
 }
 
 /* ---- shared-memory layouts and descriptors --------------------------------------------------- */
@@ -164,8 +176,8 @@ INLINE at_desc at_make_desc(const at_saddr start, const unsigned lbo, const unsi
 template <int Rows, int Ksw>
 INLINE at_desc at_desc_k(const at_saddr tile, const int mn0, const int k0)
 {
-    return at_make_desc(tile + (k0 / Ksw) * (Rows * Ksw * 2) + mn0 * (Ksw * 2) + (k0 % Ksw) * 2,
-                        16, 8 * Ksw * 2, Ksw * 2);
+    return at_make_desc(tile + (k0 / Ksw) * (Rows * Ksw * 2) + mn0 * (Ksw * 2) + (k0 % Ksw) * 2, 16,
+                        8 * Ksw * 2, Ksw * 2);
 }
 /* ... of an MN-major tile of Krows rows (k). */
 template <int Krows> INLINE at_desc at_desc_mn(const at_saddr tile, const int mn0, const int k0)
