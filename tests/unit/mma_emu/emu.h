@@ -28,6 +28,8 @@
 #include <memory>
 #include <vector>
 
+#include "../emu_f16.h" /* to_f32, from_f32 */
+
 namespace at_emu
 {
 
@@ -80,8 +82,6 @@ extern block *blk;         /* the running block */
 void violation(const char *what);
 unsigned char *smem_at(unsigned addr, unsigned bytes); /* bounds-checked */
 void do_copy(const cp_op &c);
-float to_f32(unsigned short u, int dt);
-unsigned short from_f32(float f, int dt);
 /* the warp collectives: lane's result from the deposits of all 32 lanes */
 void ldsm_x4(unsigned *r, unsigned addr, bool trans);
 void mma_16816(float *d, const unsigned *a, const unsigned *b, int dt);

@@ -28,6 +28,8 @@
 #include <memory>
 #include <vector>
 
+#include "../emu_f16.h" /* to_f32, from_f32 */
+
 namespace at_emu
 {
 
@@ -71,8 +73,6 @@ unsigned char *smem_at(unsigned addr, unsigned bytes); /* bounds-checked */
 void do_copy(const cp_op &c);
 void do_mma(const mma_op &m);
 float operand(unsigned long long desc, int mn, int k, int mn_major, int dt);
-float to_f32(unsigned short u, int dt);
-unsigned short from_f32(float f, int dt);
 float shfl_xor(float v, int mask);
 
 /* commit_group: the open operations become the newest group */

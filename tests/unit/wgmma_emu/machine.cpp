@@ -147,32 +147,4 @@ void block::collectives(int threads)
     areg.assign(threads, nullptr);
 }
 
-float to_f32(unsigned short u, int dt)
-{
-    if (dt) {
-        const unsigned b = (unsigned)u << 16;
-        float f;
-        memcpy(&f, &b, 4);
-        return f;
-    }
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return (float)h;
-}
-
-unsigned short from_f32(float f, int dt)
-{
-    unsigned short u;
-    if (dt) {
-        unsigned b;
-        memcpy(&b, &f, 4);
-        if ((b & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-        b += 0x7fffu + ((b >> 16) & 1u);
-        return (unsigned short)(b >> 16);
-    }
-    const _Float16 h = (_Float16)f;
-    memcpy(&u, &h, 2);
-    return u;
-}
-
 } // namespace at_emu
