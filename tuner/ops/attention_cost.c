@@ -4,6 +4,8 @@
  * search (docs/search.md). It ranks; it does not predict microseconds. */
 #include "tuner/ops/attention_cost.h"
 
+#include "tuner/ops/cost.h"
+
 #include <math.h>
 
 /* The online softmax's work per K/V tile besides the tile's own FLOPs (rescaling the BQ x d
@@ -130,15 +132,10 @@ at_status at_attention_cost_prior(const at_space *s, const at_device_info *d,
         at_space_value(s, cfg, "BKV", &c.bkv);
         if (at_space_value(s, cfg, "SPLIT", &c.split) != AT_OK) c.split = 1;
         if (at_space_value(s, cfg, "VW", &c.vw) != AT_OK) c.vw = 1;
-        if (at_space_value(s, cfg, "LOCAL_BYTES", &c.local_bytes) != AT_OK &&
-            at_space_value(s, cfg, "SMEM_BYTES", &c.local_bytes) != AT_OK)
-            c.local_bytes = 0;
-        /* The contract declares dt exactly for the 16-bit templates. */
-        c.elem_bytes = at_space_value(s, cfg, "dt", &v) == AT_OK ? 2 : 4;
-        size_t global[3], local[3];
-        c.threads = at_space_launch(s, cfg, global, local) == AT_OK
-                        ? (int64_t)(local[0] * local[1] * local[2])
-                        : 1;
+        const at_cost_block b = at_cost_block_of(s, cfg);
+        c.local_bytes = b.local_bytes;
+        c.elem_bytes = b.elem_bytes;
+        c.threads = b.threads;
         out[i] = at_attention_cost(&c, d);
     }
     at_errclear();

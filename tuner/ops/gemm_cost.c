@@ -4,6 +4,8 @@
  * predict microseconds, and the measurements override it as they arrive. */
 #include "tuner/ops/gemm_cost.h"
 
+#include "tuner/ops/cost.h"
+
 #include <math.h>
 
 static double ceil_div(double a, double b) { return ceil(a / b); }
@@ -78,14 +80,10 @@ at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const i
         at_space_value(s, cfg, "BN", &c.bn);
         if (at_space_value(s, cfg, "BK", &c.bk) != AT_OK) c.bk = 1;
         if (at_space_value(s, cfg, "VW", &c.vw) != AT_OK) c.vw = 1;
-        if (at_space_value(s, cfg, "LOCAL_BYTES", &c.local_bytes) != AT_OK &&
-            at_space_value(s, cfg, "SMEM_BYTES", &c.local_bytes) != AT_OK)
-            c.local_bytes = 0;
-        c.elem_bytes = at_space_value(s, cfg, "dt", &v) == AT_OK ? 2 : 4;
-        size_t global[3], local[3];
-        c.threads = at_space_launch(s, cfg, global, local) == AT_OK
-                        ? (int64_t)(local[0] * local[1] * local[2])
-                        : 1;
+        const at_cost_block b = at_cost_block_of(s, cfg);
+        c.local_bytes = b.local_bytes;
+        c.elem_bytes = b.elem_bytes;
+        c.threads = b.threads;
         out[i] = at_gemm_cost(&c, d);
     }
     at_errclear();
