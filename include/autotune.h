@@ -59,10 +59,12 @@ typedef enum at_layout {
 
 /* Where at_gemm_get / at_get found its kernel. */
 typedef enum at_source {
-    AT_SOURCE_HIT = 0,     /* tuned entry for this exact problem and device */
-    AT_SOURCE_NEAREST = 1, /* tuned entry of the nearest shape on this device */
-    AT_SOURCE_DEFAULT = 2, /* the template's built-in default configuration */
-    AT_SOURCE_TUNED = 3    /* tuned on the spot (AT_GET_ALLOW_TUNE) */
+    AT_SOURCE_HIT = 0,       /* tuned entry for this exact problem and device */
+    AT_SOURCE_NEAREST = 1,   /* tuned entry of the nearest shape on this device */
+    AT_SOURCE_DEFAULT = 2,   /* the template's built-in default configuration */
+    AT_SOURCE_TUNED = 3,     /* tuned on the spot (AT_GET_ALLOW_TUNE) */
+    AT_SOURCE_SAME_ARCH = 4, /* tuned on another device of this architecture (docs/shipping.md) */
+    AT_SOURCE_VENDOR = 5     /* tuned on another device of this vendor */
 } at_source;
 
 typedef struct at_context at_context; /* a backend, a device, a database */
@@ -93,7 +95,11 @@ typedef struct at_context_options {
     int device;              /* device index within the backend, 0 by default */
     const char *db_path;     /* NULL: $AUTOTUNE_DB, $XDG_CACHE_HOME/autotune, ~/.cache/autotune */
     int compile_threads;     /* 0: one per core */
-    void *reserved[8];       /* zero */
+    /* The read-only databases searched after db_path (docs/shipping.md), ':'-separated: database
+     * directories, bundle files, folders of them. NULL: $AUTOTUNE_DB_PATH, then the shipped
+     * folder ($AUTOTUNE_SHIPPED_DB, default the installed share/autotune/db); "": none. */
+    const char *db_search_path;
+    void *reserved[7]; /* zero */
 } at_context_options;
 
 typedef struct at_gemm_problem {
@@ -435,6 +441,31 @@ at_status at_tune(at_context *ctx, const at_problem *p, const at_tune_options *o
                   at_tune_report *report, at_kernel **out);
 at_status at_get(at_context *ctx, const at_problem *p, unsigned flags, at_kernel **out,
                  at_source *source);
+/* Where a kernel's configuration came from: the level of the fallback chain and the database
+ * that answered (docs/shipping.md). */
+typedef struct at_lookup_info {
+    at_source source;
+    char database[1024];   /* the path of the database or bundle that answered; "" for default */
+    char device_key[640];  /* the device the entry was tuned on; "" for default */
+    char problem_key[256]; /* the problem the entry was tuned for (nearest shape: another) */
+    char config[512];      /* "BM=64,BN=64,..." */
+    char template_name[64];
+    char template_hash[17];
+    double time_us; /* as recorded on its device; 0 for default */
+    int validated;  /* 1: checked on this device on first use (not measured here) */
+    int64_t reserved[8];
+} at_lookup_info;
+
+/* The answer at_get would build, without building it: the fallback chain over the user's
+ * database and the read-only layers, validating a config not measured on this device (compile
+ * and one checked run, stored so it is done once). A repeated lookup of a problem is answered
+ * from an in-process memo. flags: AT_GET_NO_FALLBACK (exact entries only). AT_ERR_NOT_FOUND,
+ * AT_ERR_INVALID_ARG, AT_ERR_UNSUPPORTED, AT_ERR_NO_VALID_CONFIG. */
+at_status at_lookup(at_context *ctx, const at_problem *p, unsigned flags, at_lookup_info *out);
+/* Where kernel k's configuration came from (as at_lookup; AT_SOURCE_TUNED for a kernel tuned on
+ * the spot). */
+at_status at_kernel_info(const at_kernel *k, at_lookup_info *out);
+
 /* template_name: NULL for the registry's choice. */
 at_status at_space_count(at_context *ctx, const at_problem *p, const char *template_name,
                          at_space_info *info, int (*visit)(void *user, const char *config),
