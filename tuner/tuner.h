@@ -25,6 +25,11 @@ struct at_context {
 /* Records the thread's last detailed message on the context and returns s. */
 at_status at_ctx_fail(at_context *ctx, at_status s);
 
+/* The identity of a live device for the devices table: backend, name, arch and units from
+ * info, vendor and family as at_device_rec_fill makes them from a key (an OpenCL device's
+ * vendor is its platform name), info's driver, compiler; when 0. */
+void at_device_rec_from_info(const at_device_info *info, const char *compiler, at_device_rec *out);
+
 /* ---- element types ------------------------------------------------------------------------- */
 
 extern const char *const at_dtype_table[]; /* "f32", "f16", "bf16", NULL: the one table */

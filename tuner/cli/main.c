@@ -93,7 +93,8 @@ typedef struct opt_spec {
 
 static const char *const g_backends[] = {"auto", "cuda", "hip", "opencl", NULL};
 static const char *const *backend_names(void) { return g_backends; }
-static const char *const g_tables[] = {"best", "results", "binaries", "meta", NULL};
+static const char *const g_tables[] = {"best",    "results", "binaries", "meta",
+                                       "devices", "checks",  NULL};
 static const char *const *table_names(void) { return g_tables; }
 
 /* The options that name a device and a template, shared by the operations and `space`. */
@@ -887,7 +888,8 @@ static int cmd_devices(int argc, char **argv)
 /* ---- autotune db ----------------------------------------------------------------------------- */
 
 static const char DB_HELP[] =
-    "usage: autotune db list [--table best|results|binaries|meta] [--prefix P] [--db PATH]\n"
+    "usage: autotune db list [--table best|results|binaries|meta|devices|checks] [--prefix P]\n"
+    "                       [--db PATH]\n"
     "       autotune db show PREFIX [--db PATH]\n"
     "       autotune db export --kernel-tuner --problem KEY [--device KEY] [--template HASH]\n"
     "                          [--output FILE] [--db PATH]\n"
