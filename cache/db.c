@@ -54,6 +54,7 @@ typedef struct shared_env {
     unsigned tables_open; /* bit t: dbi[t] is open (a table of a newer minor may be absent) */
     int refs;
     char *file;           /* path/data.mdb as first opened, for messages */
+    char *remove_dir;     /* at_db_set_temporary: the directory removed with the environment */
     pthread_mutex_t lock; /* one transaction at a time per environment */
     struct shared_env *next;
 } shared_env;
@@ -537,9 +538,26 @@ static void env_free(shared_env *e)
 {
     if (!e) return;
     if (e->env) mdb_env_close(e->env);
+    if (e->remove_dir) {
+        char *f = at_asprintf("%s/data.mdb", e->remove_dir);
+        char *l = at_asprintf("%s/lock.mdb", e->remove_dir);
+        if (f) unlink(f);
+        if (l) unlink(l);
+        rmdir(e->remove_dir);
+        free(f);
+        free(l);
+        free(e->remove_dir);
+    }
     pthread_mutex_destroy(&e->lock);
     free(e->file);
     free(e);
+}
+
+void at_db_set_temporary(at_db *db)
+{
+    if (!db || enter(db) != AT_OK) return;
+    if (!db->e->remove_dir) db->e->remove_dir = at_strdup(db->path);
+    leave(db);
 }
 
 /* A fork() while another thread holds the registry leaves the child a usable one. */
@@ -687,7 +705,12 @@ char *at_db_default_path(void)
 {
     const char *v = getenv("AUTOTUNE_DB");
     if (v && *v) return at_strdup(v);
-    v = getenv("XDG_CACHE_HOME");
+    return at_cache_dir();
+}
+
+char *at_cache_dir(void)
+{
+    const char *v = getenv("XDG_CACHE_HOME");
     if (v && v[0] == '/') return at_asprintf("%s/autotune", v);
     v = getenv("HOME");
     if (!v || !*v) {
@@ -883,6 +906,75 @@ at_status at_db_put_results(at_db *db, size_t n, char *const *keys, const at_res
 at_status at_db_get_result(at_db *db, const char *key, at_result_rec *out)
 {
     return get_record(db, &k_result_kind, key, out);
+}
+
+/* ---- a batch of records as text ------------------------------------------------------- */
+
+typedef struct texts_ctx {
+    size_t n;
+    const at_db_text *w;
+    const int *table; /* each entry's table */
+    at_db_decide_fn decide;
+    void *user;
+    size_t written;
+} texts_ctx;
+
+static at_status texts_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
+{
+    texts_ctx *c = vctx;
+    c->written = 0; /* the body runs again after the map grew */
+    for (size_t i = 0; i < c->n; i++) {
+        const at_db_text *w = &c->w[i];
+        MDB_val k = {strlen(w->key), (void *)w->key}, v;
+        int rc = mdb_get(txn, db->e->dbi[c->table[i]], &k, &v);
+        if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) {
+            *mdb_rc = rc;
+            return mdb_fail(db, "reading", rc);
+        }
+        int put = 1;
+        if (c->decide) {
+            put = c->decide(c->user, i, rc == MDB_SUCCESS ? v.mv_data : NULL,
+                            rc == MDB_SUCCESS ? v.mv_size : 0);
+            if (put < 0) return (at_status)put;
+        }
+        if (!put) continue;
+        AT_TRY(put_text(db, txn, c->table[i], w->key, w->text, strlen(w->text), mdb_rc));
+        c->written++;
+    }
+    return AT_OK;
+}
+
+at_status at_db_put_texts(at_db *db, size_t n, const at_db_text *w, at_db_decide_fn decide,
+                          void *user, size_t *written)
+{
+    if (written) *written = 0;
+    if (n == 0) return AT_OK;
+    if (!w) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_texts: NULL argument");
+    int *table = malloc(n * sizeof *table);
+    if (!table) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    AT_TRY(enter(db));
+    at_status s = AT_OK;
+    for (size_t i = 0; i < n && s == AT_OK; i++) {
+        table[i] = -1;
+        for (int t = 0; t < T_COUNT; t++)
+            if (k_kinds[t] && w[i].table && strcmp(w[i].table, k_tables[t]) == 0) table[i] = t;
+        if (table[i] < 0) {
+            s = at_fail(AT_ERR_INVALID_ARG, "database %s: no records of table '%s' can be written",
+                        db->path, w[i].table ? w[i].table : "(null)");
+            break;
+        }
+        s = check_key(db, w[i].key);
+        any_rec back;
+        const rec_kind *k = k_kinds[table[i]];
+        if (s == AT_OK && (!w[i].text || k->parse(w[i].text, strlen(w[i].text), &back) != AT_OK))
+            s = record_fail(AT_ERR_INVALID_ARG, db, k, w[i].key, "cannot be stored");
+    }
+    texts_ctx c = {n, w, table, decide, user, 0};
+    if (s == AT_OK) s = write_txn(db, texts_body, &c);
+    leave(db);
+    free(table);
+    if (s == AT_OK && written) *written = c.written;
+    return s;
 }
 
 /* ---- devices and checks (schema 2.1) ----------------------------------------------------- */

@@ -58,6 +58,13 @@ const char *at_db_readonly_reason(const at_db *db);
 /* The default path: $AUTOTUNE_DB, else $XDG_CACHE_HOME/autotune, else $HOME/.cache/autotune.
  * malloc'd. */
 char *at_db_default_path(void);
+/* The user's cache folder: $XDG_CACHE_HOME/autotune (an absolute $XDG_CACHE_HOME), else
+ * $HOME/.cache/autotune (the password entry's home without $HOME); NULL when there is none.
+ * malloc'd. The default database lives there; bundle layers under its layers/. */
+char *at_cache_dir(void);
+/* Marks db's directory as temporary: its files and the directory are removed when the last
+ * handle on it closes (a private copy nothing else opens). */
+void at_db_set_temporary(at_db *db);
 /* Opens the database at path (NULL: the default path) read-only, runs fn on it and closes it.
  * On failure the message goes to why (may be NULL); on success why is "" or the note of
  * at_db_skipped (records skipped as damaged), for the caller to print as a warning. For one-shot
@@ -98,6 +105,26 @@ at_status at_db_get_device(at_db *db, const char *device_key, at_device_rec *out
  * device, a results record under the results key of this device. Errors as above. */
 at_status at_db_put_check(at_db *db, const char *result_key, const at_result_rec *r);
 at_status at_db_get_check(at_db *db, const char *result_key, at_result_rec *out);
+
+/* One write of at_db_put_texts: a record's text for a table of records ("results", "best",
+ * "devices", "checks"). */
+typedef struct at_db_text {
+    const char *table;
+    const char *key;
+    const char *text; /* "v2 ...", as the table's codec (record.h) writes it */
+} at_db_text;
+/* Decides, inside the write transaction, whether entry i replaces what its table holds at its
+ * key (stored: the text there, len bytes; NULL when there is none): 1 to write it, 0 to keep
+ * what is stored, a negative at_status (set with at_fail) to abort the whole batch. It must not
+ * call at_db functions; it may be called again for the same entries (the map grew). */
+typedef int (*at_db_decide_fn)(void *user, size_t i, const char *stored, size_t len);
+/* Writes the n entries that decide (NULL: all) accepts in one write transaction, all or none;
+ * *written (may be NULL): how many. Every text is parsed first: one that does not parse, an
+ * unknown table or a bad key is AT_ERR_INVALID_ARG naming it and nothing is written. A
+ * transaction that changes nothing leaves the file as it was (LMDB commits nothing). Errors as
+ * at_db_put_results. */
+at_status at_db_put_texts(at_db *db, size_t n, const at_db_text *w, at_db_decide_fn decide,
+                          void *user, size_t *written);
 
 /* Stores best unless the stored entry (same template hash) is faster and force is 0; a stored
  * entry that does not parse is replaced only with force (else AT_ERR_DB_CORRUPT). A record that

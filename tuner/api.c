@@ -205,14 +205,8 @@ static int lookup_best(at_context *ctx, const at_problem *p, at_best_rec *b)
     return hit;
 }
 
-/* 1 if results tuned with the template version `hash` hold for t: its own, or one it supersedes
- * (an earlier version of the same code and space). */
-static int trusts(const at_template *t, const char *hash)
-{
-    return strcmp(t->hash, hash) == 0 ||
-           (t->space->nsupersedes &&
-            at_space_lists(t->space->supersedes, t->space->nsupersedes, hash, 0));
-}
+/* 1 if results tuned with the template version `hash` hold for t (at_template_trusts). */
+static int trusts(const at_template *t, const char *hash) { return at_template_trusts(t, hash); }
 
 /* The template a best entry was tuned with, if it still serves p here and is the same version
  * (an entry from before templates were named was made with the default choice). */

@@ -56,6 +56,9 @@ typedef struct at_template {
  * copies embedded at build time. AT_ERR_TEMPLATE if there is no such template. */
 at_status at_template_load(const char *name, const char *backend, at_template **out);
 void at_template_free(at_template *t);
+/* 1 if results tuned with the template version hash hold for t: its own, or one it supersedes
+ * (an earlier version of the same code and space). */
+int at_template_trusts(const at_template *t, const char *hash);
 /* The template for problem p on a device (backend and compile target of info): the one named
  * (checked to implement p's operation and element type there; AT_ERR_INVALID_ARG otherwise),
  * else the highest `priority:` of those that apply (AT_ERR_UNSUPPORTED, naming what there is,
