@@ -580,10 +580,23 @@ typedef struct reader {
     int64_t declared; /* the header's record count */
 } reader;
 
+/* The JSON value that is the whole of text[0..len) (spaces around it aside); NULL if none. */
+static cJSON *parse_whole(const char *text, size_t len)
+{
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    while (o && end < text + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
+    if (o && end != text + len) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    return o;
+}
+
 static at_status read_line(reader *r, const char *text, size_t len)
 {
     r->line++;
-    cJSON *o = cJSON_ParseWithLength(text, len);
+    cJSON *o = parse_whole(text, len);
     at_status s = AT_OK;
     if (r->line == 1) {
         const char *format = "";

@@ -90,8 +90,10 @@ reject 2 "db merge needs --output" -- db merge "$work/A" "$work/B"
 reject 2 "db export needs one FILE" -- db export --db "$work/A"
 reject 2 "db import needs one FILE" -- db import
 reject 2 "unknown prefer 'slower'" -- db import "$work/a.jsonl.gz" --prefer slower
-reject 2 "--op, --device and --best-only are for db export" -- db import "$work/a.jsonl.gz" --best-only
-reject 2 "--problem and --template are for export --kernel-tuner" -- db export "$work/x.gz" --problem p
+reject 2 "unknown option '--best-only' for db import" -- db import "$work/a.jsonl.gz" --best-only
+reject 2 "db export --problem needs a format: --kernel-tuner" -- db export "$work/x.gz" --problem p
+reject 2 "unknown option '--json' for db export" -- db export "$work/x.gz" --json
+reject 2 "unknown option '--db' for db merge" -- db merge "$work/A" --output "$work/M3" --db "$work/A"
 reject 2 "db stats takes no argument" -- db stats extra
 [ "$signalled" -eq 0 ] && ok "none of $rejected bad inputs ended with a signal" ||
   bad "$signalled of $rejected bad inputs ended with a signal"
