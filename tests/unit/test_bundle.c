@@ -576,6 +576,68 @@ static void test_layer(void **state)
     free(layers), free(src), free(f), free(cache);
 }
 
+/* Processes opening one layer at once all get it; one copy stands, no temporary is left. */
+static void test_layer_race(void **state)
+{
+    char *src = sub(state, "src"), *f = sub(state, "r.jsonl.gz"), *cache = sub(state, "cache");
+    fill_source(src);
+    export_ok(src, f, 7);
+    setenv("XDG_CACHE_HOME", cache, 1);
+    enum { N = 4 };
+    pid_t kids[N];
+    fflush(NULL);
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            at_db *db = NULL;
+            char why[1024];
+            at_best_rec b;
+            char *key = at_db_best_key(PROBLEM, D2);
+            int ok = at_bundle_layer_open(f, &db, why, sizeof why) == AT_OK &&
+                     at_db_get_best(db, key, &b) == AT_OK;
+            at_db_close(db);
+            _exit(ok ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        int st = 0;
+        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    char *layers = sub(state, "cache/autotune/layers");
+    assert_int_equal(count_entries(layers), 1);
+    unsetenv("XDG_CACHE_HOME");
+    free(layers), free(src), free(f), free(cache);
+}
+
+/* A database written by autotune 0.1 (schema 1, v1 records) exports and imports. */
+static void test_v1_fixture(void **state)
+{
+    char *dir = sub(state, "v1"), *file = sub(state, "v1/data.mdb"), *f = sub(state, "v1.gz"),
+         *dst = sub(state, "dst");
+    assert_int_equal(mkdir(dir, 0777), 0);
+    size_t n = 0;
+    char *data = slurp(AT_SOURCE_DIR "/tests/fixtures/db-v1/data.mdb", &n);
+    write_file(file, data, n);
+    char why[1024];
+    int64_t records = 0;
+    assert_int_equal(at_db_export_bundle(dir, f, NULL, NULL, 0, &records, why, sizeof why), AT_OK);
+    assert_true(records > 1);
+    size_t m = 0;
+    char *after = slurp(file, &m);
+    assert_int_equal(m, n); /* read-only: the old file is untouched */
+    assert_memory_equal(after, data, n);
+    const char *in[1] = {f};
+    at_import_report r = import_ok(dst, in, 1, AT_PREFER_FASTER);
+    assert_int_equal(r.imported, records);
+    assert_int_equal(r.devices, 0); /* no devices table in schema 1: identities from the keys */
+    const char *dbs[1] = {dir};
+    r = import_ok(dst, dbs, 1, AT_PREFER_FASTER); /* the database itself, as merge reads it */
+    assert_int_equal(r.unchanged, records);
+    free(after), free(data), free(dir), free(file), free(f), free(dst);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -599,6 +661,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_merge_rule, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_filters_and_stats, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_layer, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_layer_race, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_v1_fixture, make_tmp, remove_tmp),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
