@@ -1051,6 +1051,9 @@ static int db_bundle(const char *cmd, const opts *o, char **pos, int npos)
         int rc = db_takes(cmd, o, "db op device best-only");
         if (rc) return rc;
         if (npos != 1) return usage_error("db export needs one FILE (a bundle; '-': stdout)");
+        if (strcmp(pos[0], "-") == 0 && isatty(STDOUT_FILENO))
+            return usage_error("db export -: stdout is a terminal (a bundle is gzip data; "
+                               "redirect it or give a FILE)");
         int64_t n = 0;
         at_status s = at_db_export_bundle(o->db, pos[0], o->op_name, o->device_key, o->best_only,
                                           &n, why, sizeof why);
