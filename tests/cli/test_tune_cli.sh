@@ -10,7 +10,7 @@ REF=${2:?usage: test_tune_cli.sh path/to/autotune REF}
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh" # $work, ok, bad, skip, expect RC PATTERN -- ARGS, json EXPR, finish
-export AUTOTUNE_DB="$work/default-db" AUTOTUNE_SHIPPED_DB= AUTOTUNE_DB_PATH= TMPDIR="$work"
+export AUTOTUNE_DB="$work/default-db" AUTOTUNE_SHIPPED_DB='' AUTOTUNE_DB_PATH='' TMPDIR="$work"
 unset AUTOTUNE_BACKEND OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_RANK
 list="$here/tiny-gemms.yaml"
 search=(--strategy random --seed 1 --budget 3)

@@ -19,7 +19,7 @@ if [ ! -s "$REF/results.txt" ] || [ ! -s "$REF/best.txt" ]; then
 fi
 # shellcheck source=lib.sh
 . "$here/lib.sh" # $work, ok, bad, skip, json EXPR, finish
-export AUTOTUNE_DB="$work/default-db" AUTOTUNE_SHIPPED_DB= AUTOTUNE_DB_PATH= TMPDIR="$work"
+export AUTOTUNE_DB="$work/default-db" AUTOTUNE_SHIPPED_DB='' AUTOTUNE_DB_PATH='' TMPDIR="$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset AUTOTUNE_BACKEND
 list="$here/tiny-gemms.yaml"
