@@ -13,6 +13,7 @@
 #include "tuner/tuner.h"
 
 #include <cJSON.h>
+#include <errno.h>
 #include <ftw.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -68,13 +69,11 @@ at_status fleet_init(int *argc, char ***argv, fleet **out, char *why, size_t len
     if (f->rank > 0) {
         const char *tmp = getenv("TMPDIR");
         f->tmpdir = at_asprintf("%s/autotune-rank%d-XXXXXX", tmp && *tmp ? tmp : "/tmp", f->rank);
-        if (!f->tmpdir || !mkdtemp(f->tmpdir)) {
-            snprintf(why, len, "rank %d cannot make its temporary database %s", f->rank,
-                     f->tmpdir ? f->tmpdir : "");
+        if (!f->tmpdir || !mkdtemp(f->tmpdir)) { /* fleet_db says so: the rank leaves */
+            snprintf(why, len, "rank %d cannot make its temporary database %s: %s", f->rank,
+                     f->tmpdir ? f->tmpdir : "", strerror(errno));
             free(f->tmpdir);
             f->tmpdir = NULL;
-            fleet_end(f);
-            return AT_ERR_IO;
         }
     }
     *out = f;
@@ -482,6 +481,7 @@ static at_status run_worker(fleet *f, at_context *ctx, const fleet_hooks *h, vol
 
 void fleet_leave(fleet *f, const char *why)
 {
+    if (f->size < 2) return;
     if (f->rank == 0) MPI_Abort(MPI_COMM_WORLD, 1); /* the other ranks wait for rank 0 */
     send_text(0, TAG_BYE, why);
 }

@@ -38,7 +38,8 @@ typedef struct fleet fleet;
 /* Starts MPI (MPI_Init_thread, MPI_THREAD_SERIALIZED: on rank 0 the main thread calls MPI only
  * before the coordinator thread starts and after it ends, and no other rank has threads that
  * call MPI), finds this rank's place and, for a rank other than 0, makes its private temporary
- * database. On failure the message goes to why and *out is NULL. */
+ * database (when it cannot, fleet_db is NULL and why says why). On failure (MPI did not
+ * start) the message goes to why and *out is NULL. */
 at_status fleet_init(int *argc, char ***argv, fleet **out, char *why, size_t len);
 int fleet_rank(const fleet *f);
 int fleet_size(const fleet *f);
@@ -57,7 +58,8 @@ at_status fleet_device(const fleet *f, const char *backend, at_backend_kind *kin
  * to store what it was sent (AT_ERR_DB...), AT_OK otherwise; a problem's failure is its outcome. */
 at_status fleet_run(fleet *f, at_context *ctx, const fleet_hooks *h, volatile int *cancel);
 /* A rank that cannot tune (its device or database did not open) tells rank 0 why and takes no
- * problem; on rank 0, where the other ranks wait for answers, it ends the job (MPI_Abort). */
+ * problem; on rank 0, where the other ranks wait for answers, it ends the job (MPI_Abort). Does
+ * nothing in a job of one rank. */
 void fleet_leave(fleet *f, const char *why);
 /* Ends MPI and removes the temporary database; accepts NULL. */
 void fleet_end(fleet *f);

@@ -900,12 +900,17 @@ static int cmd_tune(int argc, char **argv)
                                 "devices");
         goto out_fleet;
     }
-    if (!o.dry_run && ranks > 1 &&
-        (s = fleet_device(fl, o.backend, &co.backend, &co.device, why, sizeof why)) != AT_OK) {
-        rc = fail(s, why);
-        goto out_fleet;
+    /* From here a rank that cannot tune leaves the list to the others (exit 0: mpirun would end
+     * the whole job on a non-zero one); rank 0 cannot, and ends the job. */
+    if (!o.dry_run && ranks > 1) {
+        s = fleet_device(fl, o.backend, &co.backend, &co.device, why, sizeof why);
+        if (s == AT_OK && rank > 0 && !(co.db_path = fleet_db(fl))) s = AT_ERR_IO;
+        if (s != AT_OK) {
+            if (rank == 0) fail(s, why); /* another rank's message comes from rank 0 */
+            fleet_leave(fl, why);
+            goto out_fleet;
+        }
     }
-    if (rank > 0) co.db_path = fleet_db(fl);
 #endif
     if (o.dry_run) {
         for (size_t i = 0; i < l.n && rank == 0; i++) puts(l.all.keys[l.index[i]]);
@@ -918,7 +923,10 @@ static int cmd_tune(int argc, char **argv)
     at_context *ctx = NULL;
     if ((rc = open_context(&co, &ctx))) {
 #ifdef AT_WITH_MPI
-        fleet_leave(fl, "its device or database did not open (its message is above)");
+        if (ranks > 1) {
+            fleet_leave(fl, "its device or database did not open (its message is above)");
+            rc = 0;
+        }
 #endif
         goto out_fleet;
     }
