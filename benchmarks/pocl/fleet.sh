@@ -18,14 +18,8 @@
 # JSON and progress lines), summary.txt (the table printed at the end).
 set -euo pipefail
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-if [ $# -ne 1 ]; then
-    echo "usage: $0 OUTDIR" >&2
-    exit 2
-fi
-mkdir -p "$1"
-OUTDIR=$(cd "$1" && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUTDIR=$(mkdir -p "${1:?usage: $0 OUTDIR}" && cd "$1" && pwd)
 
 AUTOTUNE=${AUTOTUNE:-build/autotune}
 case "$AUTOTUNE" in /*) ;; *) AUTOTUNE="$ROOT/$AUTOTUNE" ;; esac

@@ -730,7 +730,8 @@ static void list_done(void *user, size_t i, int rank, const tune_outcome *out)
         n += snprintf(line + n, sizeof line - (size_t)n, "  %s", r->cache_hit ? "cache" : "tuned");
     else if (out->status == AT_ERR_INTERRUPTED)
         n += snprintf(line + n, sizeof line - (size_t)n,
-                      "  interrupted after %" PRId64 " candidates", r->evaluated);
+                      "  interrupted after %" PRId64 " candidate%s", r->evaluated,
+                      r->evaluated == 1 ? "" : "s");
     else
         n += snprintf(line + n, sizeof line - (size_t)n, "  failed: %s%s%s",
                       at_strerror(out->status), out->error[0] ? ": " : "", out->error);
