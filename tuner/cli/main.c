@@ -720,28 +720,27 @@ static void list_done(void *user, size_t i, int rank, const tune_outcome *out)
     l->held -= e->held;
     l->spent += out->rep.measured;
     l->done++;
+    /* The line in pieces: the lock keeps other lines out of it. */
     const at_tune_report *r = &out->rep;
-    char line[2048], eta[32] = "";
-    int n = snprintf(line, sizeof line, "[%zu/%zu] %s", i + 1, l->n, l->all.keys[l->index[i]]);
+    fprintf(stderr, "[%zu/%zu] %s", i + 1, l->n, l->all.keys[l->index[i]]);
     if (out->status == AT_OK || (out->status == AT_ERR_INTERRUPTED && r->best_config[0]))
-        n += snprintf(line + n, sizeof line - (size_t)n, "  best %.1f us (%.2f GFLOP/s)",
-                      r->best_time_us, r->best_gflops);
+        fprintf(stderr, "  best %.1f us (%.2f GFLOP/s)", r->best_time_us, r->best_gflops);
     if (out->status == AT_OK)
-        n += snprintf(line + n, sizeof line - (size_t)n, "  %s", r->cache_hit ? "cache" : "tuned");
+        fprintf(stderr, "  %s", r->cache_hit ? "cache" : "tuned");
     else if (out->status == AT_ERR_INTERRUPTED)
-        n += snprintf(line + n, sizeof line - (size_t)n,
-                      "  interrupted after %" PRId64 " candidate%s", r->evaluated,
-                      r->evaluated == 1 ? "" : "s");
+        fprintf(stderr, "  interrupted after %" PRId64 " candidate%s", r->evaluated,
+                r->evaluated == 1 ? "" : "s");
     else
-        n += snprintf(line + n, sizeof line - (size_t)n, "  failed: %s%s%s",
-                      at_strerror(out->status), out->error[0] ? ": " : "", out->error);
-    if (l->workers > 1) n += snprintf(line + n, sizeof line - (size_t)n, "  rank %d", rank);
+        fprintf(stderr, "  failed: %s%s%s", at_strerror(out->status), out->error[0] ? ": " : "",
+                out->error);
+    if (l->workers > 1) fprintf(stderr, "  rank %d", rank);
     if (l->done < l->n && !g_cancel) {
+        char eta[32];
         double elapsed = at_now() - l->t0;
         format_duration(elapsed / (double)l->done * (double)(l->n - l->done), eta, sizeof eta);
-        snprintf(line + n, sizeof line - (size_t)n, "  list ETA %s", eta);
+        fprintf(stderr, "  list ETA %s", eta);
     }
-    fprintf(stderr, "%s\n", line);
+    fputc('\n', stderr);
     pthread_mutex_unlock(&l->lock);
 }
 
