@@ -53,6 +53,11 @@ fleet --db "$work/db" --json >"$work/out.json" 2>/dev/null
 json 'd["complete"] and all(p["cache"] == "hit" for p in d["problems"]) and d["measured"] == 0' |
   grep -q True && ok "run again under mpirun: 12 cache hits" || bad "rerun: $(cat "$work/out.json")"
 
+out=$(timeout -k 10 120 mpirun -n 2 "$AT" tune --shapes "$list" --device 0 --db "$work/dev" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "autotune tune: --device is not for MPI: each rank takes device local rank % devices" <<<"$out" &&
+  [ ! -e "$work/dev" ] && ok "--device under mpirun: exit 2, nothing opened" || bad "--device: rc=$rc $out"
+
 # ---- a killed job, run again: the same sets ------------------------------------------------------
 db="$work/killed"
 timeout -k 10 300 mpirun -n 3 "$AT" tune --shapes "$list" "${search[@]}" --db "$db" >/dev/null 2>"$work/err" &

@@ -646,6 +646,7 @@ typedef struct tune_list {
     int64_t spent; /* evaluations measured, for the total budget */
     int64_t held;  /* evaluations held by problems in flight */
     int workers;   /* ranks tuning at once */
+    int tty;       /* the in-problem progress on stderr (one process on a terminal) */
     double t0;
     at_tune_options base; /* the search options every problem shares */
     pthread_mutex_t lock;
@@ -755,7 +756,7 @@ static void list_tune(void *user, at_context *ctx, size_t i, int64_t max_evals, 
                       tune_outcome *out)
 {
     tune_list *l = user;
-    progress_state ps = {isatty(2)};
+    progress_state ps = {l->tty};
     at_tune_options to = l->base;
     to.max_evals = max_evals;
     to.max_seconds = max_seconds;
@@ -852,7 +853,7 @@ static int cmd_tune(int argc, char **argv)
                                      {OPT("db", OPT_STR, db)},
                                      {OPT("json", OPT_FLAG, json)},
                                      {0}};
-    opts o = {0};
+    opts o = {.device = -1}; /* -1: --device not given (under MPI each rank picks its own) */
     char *pos[1];
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 0, &npos);
     if (rc) return rc;
@@ -883,7 +884,7 @@ static int cmd_tune(int argc, char **argv)
     at_context_options co;
     memset(&co, 0, sizeof co);
     co.backend = o.backend ? (at_backend_kind)name_index(g_backends, o.backend) : 0;
-    co.device = (int)o.device;
+    co.device = o.device < 0 ? 0 : (int)o.device;
     co.db_path = o.db;
 #ifdef AT_WITH_MPI
     fleet *fl = NULL;
@@ -894,7 +895,7 @@ static int cmd_tune(int argc, char **argv)
     }
     rank = fleet_rank(fl);
     ranks = fleet_size(fl);
-    if (o.device && ranks > 1) {
+    if (o.device >= 0 && ranks > 1) {
         rc = rank ? EXIT_USAGE
                   : usage_error("--device is not for MPI: each rank takes device local rank %% "
                                 "devices");
@@ -939,6 +940,7 @@ static int cmd_tune(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     l.workers = ranks;
+    l.tty = ranks == 1 && isatty(2); /* ranks' lines would break into one another's */
     l.t0 = at_now();
     fleet_hooks h = {&l, list_take, list_done, list_key, list_tune};
 #ifdef AT_WITH_MPI
