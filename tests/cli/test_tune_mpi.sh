@@ -58,6 +58,16 @@ rc=$?
 [ "$rc" -eq 2 ] && grep -q "autotune tune: --device is not for MPI: each rank takes device local rank % devices" <<<"$out" &&
   [ ! -e "$work/dev" ] && ok "--device under mpirun: exit 2, nothing opened" || bad "--device: rc=$rc $out"
 
+# A rank whose list is not rank 0's (another file at that path on its node) takes no problem.
+printf -- '- gemm: {m: [16, 32], n: 16, k: 16}\n' >"$work/list-0.yaml"
+printf -- '- gemm: {m: [16, 32], n: 32, k: 16}\n' >"$work/list-1.yaml"
+# shellcheck disable=SC2016 # the rank is read in each rank's shell
+out=$(timeout -k 10 120 mpirun -n 2 sh -c 'exec "$0" tune --shapes "$1/list-$OMPI_COMM_WORLD_RANK.yaml" --strategy random --budget 1 --db "$1/lists" --json' "$AT" "$work" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "rank 1 read another list than rank 0 .*it takes no problem" <<<"$out" &&
+  [ "$(grep -c '  tuned  rank 0' <<<"$out")" -eq 2 ] && ok "a rank that read another list takes no problem" ||
+  bad "lists: rc=$rc $out"
+
 # ---- a killed job, run again: the same sets ------------------------------------------------------
 db="$work/killed"
 timeout -k 10 300 mpirun -n 3 "$AT" tune --shapes "$list" "${search[@]}" --db "$db" >/dev/null 2>"$work/err" &

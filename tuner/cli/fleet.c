@@ -23,7 +23,8 @@
 #include <time.h>
 
 enum {
-    TAG_REQUEST = 1, /* rank -> 0: the next problem, please; the outcome of the last one, if any */
+    TAG_REQUEST = 1, /* rank -> 0: the next problem, please: first {list: its hash}, then the
+                      * outcome of the last one */
     TAG_RECORD,      /* rank -> 0: ["results"|"best", key, record text] just stored */
     TAG_TASK,        /* 0 -> rank: {index, max_evals, max_seconds, records: [[table, key, text]]} */
     TAG_STOP,        /* 0 -> rank: no problem left */
@@ -267,6 +268,16 @@ static void outcome_read(const cJSON *j, tune_outcome *o)
     r->seconds = num(j, "seconds");
 }
 
+/* The hash of the list's keys in order, as text: every rank reads the list itself, and a rank
+ * whose list is not rank 0's (another file at that path on its node) must take no problem. */
+static void list_hash(const fleet_hooks *h, char out[17])
+{
+    uint64_t x = AT_HASH_SEED;
+    const char *key;
+    for (size_t i = 0; (key = h->key(h->user, i)); i++) x = at_hash(x, key, strlen(key) + 1);
+    at_hash_hex(x, out);
+}
+
 /* ---- rank 0 ---------------------------------------------------------------------------------- */
 
 typedef struct coord {
@@ -331,6 +342,17 @@ static void serve_request(coord *c, int rank, const char *text)
         c->h->done(c->h->user, c->task[rank] - 1, rank, &o);
     }
     int leaving = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "leaving"));
+    const char *list = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "list"));
+    char mine[17];
+    list_hash(c->h, mine);
+    if (list && strcmp(list, mine) != 0) {
+        fprintf(stderr,
+                "autotune tune: rank %d read another list than rank 0 (another file at "
+                "that path on its node?): it takes no problem\n",
+                rank);
+        send_text(rank, TAG_STOP, NULL);
+        leaving = 1;
+    }
     cJSON_Delete(j);
     c->task[rank] = 0;
     if (leaving) {
@@ -446,7 +468,11 @@ static at_status run_worker(fleet *f, at_context *ctx, const fleet_hooks *h, vol
     worker w = {cancel};
     ctx->on_store = forward;
     ctx->on_store_user = &w;
-    send_text(0, TAG_REQUEST, NULL);
+    cJSON *hello = cJSON_CreateObject();
+    char hash[17];
+    list_hash(h, hash);
+    cJSON_AddStringToObject(hello, "list", hash);
+    send_json(0, TAG_REQUEST, hello);
     for (;;) {
         MPI_Status st;
         wait_message(0, &st);

@@ -26,7 +26,7 @@ typedef struct fleet_hooks {
     int (*take)(void *user, int rank, size_t *index, int64_t *max_evals, double *max_seconds);
     /* Rank 0: problem index was tuned on rank with this outcome. */
     void (*done)(void *user, size_t index, int rank, const tune_outcome *out);
-    /* The database key of problem index ("gemm/f32/nt/16x4096x4096"). */
+    /* The database key of problem index ("gemm/f32/nt/16x4096x4096"); NULL past the list. */
     const char *(*key)(void *user, size_t index);
     /* Any rank: tunes problem index on ctx with these budgets. */
     void (*tune)(void *user, at_context *ctx, size_t index, int64_t max_evals, double max_seconds,

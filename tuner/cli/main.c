@@ -748,7 +748,7 @@ static void list_done(void *user, size_t i, int rank, const tune_outcome *out)
 static const char *list_key(void *user, size_t i)
 {
     tune_list *l = user;
-    return l->all.keys[l->index[i]];
+    return i < l->n ? l->all.keys[l->index[i]] : NULL;
 }
 
 /* Tunes problem i on ctx: the per-problem progress on a terminal, as `autotune gemm` shows it. */
