@@ -53,6 +53,9 @@ fleet --db "$work/db" --json >"$work/out.json" 2>/dev/null
 json 'd["complete"] and all(p["cache"] == "hit" for p in d["problems"]) and d["measured"] == 0' |
   grep -q True && ok "run again under mpirun: 12 cache hits" || bad "rerun: $(cat "$work/out.json")"
 
+fleet --total-budget 24 --db "$work/tb" --json >"$work/out.json" 2>/dev/null
+json 'd["complete"] and d["measured"] == 24 and all(p["evaluated"] == 2 for p in d["problems"])' |
+  grep -q True && ok "--total-budget 24 over 3 ranks: 2 evaluations each" || bad "total: $(cat "$work/out.json")"
 out=$(timeout -k 10 120 mpirun -n 2 "$AT" tune --shapes "$list" --device 0 --db "$work/dev" 2>&1)
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "autotune tune: --device is not for MPI: each rank takes device local rank % devices" <<<"$out" &&
