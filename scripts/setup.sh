@@ -11,6 +11,7 @@ if [ -z "${AT_SKIP_APT:-}" ]; then
     build-essential cmake pkg-config liblmdb-dev lmdb-utils libyaml-dev ocl-icd-opencl-dev \
     opencl-headers pocl-opencl-icd clinfo libcmocka-dev libcjson-dev zlib1g-dev libmsgpack-dev \
     libamdhip64-dev libhiprtc-builtins5 libamd-comgr2 rocm-device-libs clang libclang-rt-14-dev \
+    libopenmpi-dev openmpi-bin \
     >/dev/null
 fi
 # shellcheck disable=SC2086

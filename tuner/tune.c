@@ -105,6 +105,20 @@ at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opt
 
 /* ---- the device evaluator ------------------------------------------------------------------- */
 
+/* Tells the context's store hook (the fleet) of a record just stored in table: a result (r),
+ * a best entry (b) or a device (dv), the others NULL. */
+static void stored(at_context *ctx, const char *table, const char *key, const at_result_rec *r,
+                   const at_best_rec *b, const at_device_rec *dv)
+{
+    if (!ctx->on_store) return;
+    at_sbuf text = {0};
+    if (r) at_result_rec_append(&text, r);
+    if (b) at_best_rec_append(&text, b);
+    if (dv) at_device_rec_append(&text, dv);
+    if (!text.oom) ctx->on_store(ctx->on_store_user, table, key, at_sb_str(&text));
+    at_sb_free(&text);
+}
+
 typedef struct device_eval {
     at_evaluator ev;
     at_context *ctx;
@@ -176,6 +190,7 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
         /* Stored at once, so a killed run loses at most the candidate in flight; a write that
          * fails stops the run with its cause. */
         st = key ? at_db_put_results(d->ctx->db, 1, &key, rec) : AT_ERR_INVALID_ARG;
+        if (st == AT_OK) stored(d->ctx, "results", key, rec, NULL, NULL);
     }
     free(key);
     if (st == AT_OK && rec->status == AT_RS_OK && (best_us <= 0 || rec->median_us < best_us)) {
@@ -281,6 +296,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         drec.when = at_unix_time();
         char *dkey = at_db_device_key(ctx->info.key);
         st = dkey ? at_db_put_device(ctx->db, dkey, &drec) : AT_ERR_INVALID_ARG;
+        if (st == AT_OK) stored(ctx, "devices", dkey, NULL, NULL, &drec);
         free(dkey);
         int nthreads = at_compile_threads(ctx);
         dev.ev = (at_evaluator){device_submit, device_next, (size_t)nthreads * 2, ctx->info.is_cpu};
@@ -335,6 +351,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
             char *key = at_db_best_key(pkey, ctx->info.key);
             /* A key that cannot be made (at_errmsg says why) is a bad problem or device name. */
             st = key ? at_db_put_best(ctx->db, key, &b, opts->force) : AT_ERR_INVALID_ARG;
+            if (st == AT_OK) stored(ctx, "best", key, NULL, &b, NULL);
             free(key);
         }
     }

@@ -20,6 +20,11 @@ struct at_context {
     int compile_threads;
     int device_index;
     char last_error[4096];
+    /* Called right after a tuning run stores a results or best record (table "results" or
+     * "best"), with its key and text as the database holds them: the fleet forwards them to the
+     * rank that writes the database (tuner/cli/fleet.c). NULL: none. */
+    void (*on_store)(void *user, const char *table, const char *key, const char *value_text);
+    void *on_store_user;
 };
 
 /* Records the thread's last detailed message on the context and returns s. */

@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "autotune.h"
 #include "base/util.h"
+#include "tuner/cli/fleet.h"
+#include "tuner/shapes.h"
 
 #include <cJSON.h>
 
@@ -12,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,20 +55,28 @@ static int fail(at_status s, const char *detail)
 
 #define MAX_FIELDS 24
 
+/* An evaluation count or seconds (--budget, --total-budget); 0: not given. */
+typedef struct budget {
+    int64_t evals;
+    double seconds;
+} budget;
+
 typedef struct opts {
     const char *field[MAX_FIELDS]; /* the operation's problem fields given, by field index */
     const char *backend, *strategy, *db, *table, *prefix, *arch, *select, *replay, *tmpl;
     int64_t limit, no_improve;
     int compile;
     int64_t device;
-    int64_t budget_evals;
-    double budget_seconds;
+    budget budget;
     uint64_t seed;
     int force, json, list, help;
     const char *problem, *device_key, *template_hash, *output; /* db export */
     int kernel_tuner;
     const char *op_name, *prefer; /* db export, import, merge */
     int best_only;
+    const char *shapes, *shard; /* tune --shapes */
+    budget total_budget;
+    int dry_run;
 } opts;
 
 typedef enum {
@@ -73,7 +84,7 @@ typedef enum {
     OPT_STR,    /* any text but empty */
     OPT_INT,    /* a decimal integer from lo to hi, into an int64_t */
     OPT_SEED,   /* a decimal integer from 0 to UINT64_MAX, into a uint64_t */
-    OPT_BUDGET, /* N evaluations (N >= 1) or Ns / N.Ns seconds, into budget_evals/_seconds */
+    OPT_BUDGET, /* N evaluations (N >= 1) or Ns / N.Ns seconds, into a budget */
     OPT_CHOICE, /* one of names(), kept as text */
     OPT_FIELD   /* a problem field of the operation, kept as text: offset is its index */
 } opt_kind;
@@ -110,8 +121,8 @@ static const char *const *prefer_names(void) { return g_prefer; }
 
 /* The search options, shared by `gemm` and `replay`. */
 #define SEARCH_OPTS                                                                                \
-    {OPT_NAMES("strategy", strategy, at_tune_strategies)},                                         \
-        {OPT("budget", OPT_BUDGET, budget_evals)}, {OPT("seed", OPT_SEED, seed)},                  \
+    {OPT_NAMES("strategy", strategy, at_tune_strategies)}, {OPT("budget", OPT_BUDGET, budget)},    \
+        {OPT("seed", OPT_SEED, seed)},                                                             \
     {                                                                                              \
         OPT_RANGE("no-improve", no_improve, 1, INT64_MAX)                                          \
     }
@@ -224,9 +235,9 @@ static int set_opt(const opt_spec *sp, const char *val, opts *o)
                                "seconds (Ns, e.g. 90s)",
                                sp->name, val);
         if (secs)
-            o->budget_seconds = x;
+            ((budget *)field)->seconds = x;
         else
-            o->budget_evals = (int64_t)x;
+            ((budget *)field)->evals = (int64_t)x;
         return 0;
     }
     case OPT_CHOICE: {
@@ -306,8 +317,8 @@ static void strategy_list(char *buf, size_t len)
 static void search_from_opts(const opts *o, at_tune_options *to)
 {
     to->strategy = o->strategy;
-    to->max_evals = o->budget_evals;
-    to->max_seconds = o->budget_seconds;
+    to->max_evals = o->budget.evals;
+    to->max_seconds = o->budget.seconds;
     to->seed = o->seed;
     to->no_improve = o->no_improve;
 }
@@ -572,6 +583,401 @@ static int cmd_op(const char *op, int argc, char **argv)
 done:
     at_context_destroy(ctx);
     at_problem_destroy(p);
+    return rc;
+}
+
+/* ---- autotune tune --shapes ------------------------------------------------------------------ */
+
+static const char TUNE_HELP[] =
+    "usage: autotune tune --shapes FILE [--budget N|Ns] [--total-budget N|Ns] [--shard I/N]\n"
+    "                     [--dry-run] [--json] [--db PATH] [--backend B] [--device I]\n"
+    "                     [--template NAME] [--strategy NAME] [--seed S] [--no-improve N]\n"
+    "\n"
+    "Tunes every problem of a shape list into the database, in list order. A problem already\n"
+    "tuned is a cache hit (nothing measured), so a list run again after an interrupt resumes\n"
+    "where it stopped, and the problem that was in flight resumes from its stored measurements.\n"
+    "Each problem prints a line on stderr: its place in the list, its key, its best time, whether\n"
+    "it was tuned or found in the database (cache), and the list's ETA.\n"
+    "\n"
+    "  --shapes FILE        a YAML list of problems, one operation an item, e.g.\n"
+    "                         - gemm: {m: [16, 128], n: 4096, k: 4096, layout: nt}\n"
+    "                         - attention: {heads: 32, kv-heads: 8, seq: 2048, head-dim: 128}\n"
+    "                       (fields as the operation's options; a list of values expands to the\n"
+    "                       product; a problem listed twice is tuned once; docs/shipping.md)\n"
+    "  --budget N|Ns        per problem: N evaluations or N seconds (default: the search's, 60s)\n"
+    "  --total-budget N|Ns  for the whole list: each problem gets the smaller of its own budget\n"
+    "                       and an even share of what is left (evaluations measured, or wall\n"
+    "                       seconds) for the problems not yet done; without --budget, its share.\n"
+    "                       Problems left when it is spent are skipped\n"
+    "  --shard I/N          only the problems whose index in the expanded list is I modulo N\n"
+    "                       (0 <= I < N): N jobs without MPI each tune a slice into a database\n"
+    "  --dry-run            print the problems' keys (after --shard), one a line, and exit\n"
+    "  --json               one JSON object on stdout: device, problems [{index, key, problem,\n"
+    "                       status (ok|failed|interrupted|skipped|pending), cache (hit|miss),\n"
+    "                       best {config, time_us, gflops}, evaluated, measured, seconds, "
+    "error}],\n"
+    "                       complete\n"
+    "  --db, --backend, --device, --template, --strategy, --seed, --no-improve\n"
+    "                       as for `autotune gemm --help`\n"
+    "\n"
+    "Under MPI, `mpirun -n R autotune tune --shapes FILE` spreads the problems over R ranks:\n"
+    "rank 0 hands them out as ranks ask, tunes too, and is the only one writing the database;\n"
+    "each rank takes device (local rank %% devices) of the backend. This runs autotune-mpi from\n"
+    "autotune's folder (built when CMake finds MPI).\n"
+    "\n"
+    "Exit status: 0 every problem tuned or found, 1 a problem failed or was skipped, or the run\n"
+    "was interrupted (SIGINT, SIGTERM: after the candidate in hand; what was measured is saved),\n"
+    "2 bad usage or a bad list.\n";
+
+/* Where a problem of the list is. */
+typedef enum { P_PENDING = 0, P_RUNNING, P_DONE } list_state;
+
+typedef struct list_entry {
+    list_state state;
+    int rank;     /* the rank that tuned it (MPI) */
+    int skipped;  /* not tuned: the total budget was spent */
+    int64_t held; /* evaluations of the total budget held for it while it runs */
+    tune_outcome out;
+} list_entry;
+
+/* A list run: the problems of this shard, their outcomes, the total budget, the progress lines.
+ * Shared by rank 0's two threads under MPI, hence the lock. */
+typedef struct tune_list {
+    const opts *o;
+    at_shapes all;
+    size_t n, *index; /* this shard's problems: indices into all */
+    list_entry *e;
+    size_t next, done;
+    int64_t spent; /* evaluations measured, for the total budget */
+    int64_t held;  /* evaluations held by problems in flight */
+    int workers;   /* ranks tuning at once */
+    int tty;       /* the in-problem progress on stderr (one process on a terminal) */
+    double t0;
+    at_tune_options base; /* the search options every problem shares */
+    pthread_mutex_t lock;
+} tune_list;
+
+/* "1h02m", "3m20s", "45s". */
+static void format_duration(double s, char *buf, size_t len)
+{
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60)
+        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, len, "%lds", t);
+}
+
+/* The next problem to tune and its budget; 0 when none is left. */
+static int list_take(void *user, int rank, size_t *i, int64_t *max_evals, double *max_seconds)
+{
+    tune_list *l = user;
+    int got = 0;
+    pthread_mutex_lock(&l->lock);
+    while (!got && !g_cancel && l->next < l->n) {
+        list_entry *e = &l->e[l->next];
+        const budget *total = &l->o->total_budget;
+        size_t left = l->n - l->next; /* not yet handed out, this one included */
+        *max_evals = l->o->budget.evals;
+        *max_seconds = l->o->budget.seconds;
+        int spent = 0;
+        if (total->evals > 0) {
+            int64_t avail = total->evals - l->spent - l->held;
+            int64_t share = avail / (int64_t)left > 1 ? avail / (int64_t)left : 1;
+            spent = avail < 1;
+            if (!*max_evals || share < *max_evals) *max_evals = share;
+        }
+        if (total->seconds > 0) {
+            double avail = total->seconds - (at_now() - l->t0);
+            double share = avail * l->workers / (double)left;
+            spent |= avail <= 0;
+            if (share > avail) share = avail;
+            if (!*max_seconds || share < *max_seconds) *max_seconds = share;
+        }
+        *i = l->next++;
+        if (spent) {
+            e->state = P_DONE;
+            e->skipped = 1;
+            l->done++;
+            fprintf(stderr, "[%zu/%zu] %s  skipped: the total budget is spent\n", *i + 1, l->n,
+                    l->all.keys[l->index[*i]]);
+            continue;
+        }
+        e->state = P_RUNNING;
+        e->rank = rank;
+        e->held = total->evals > 0 ? *max_evals : 0;
+        l->held += e->held;
+        got = 1;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return got;
+}
+
+/* Problem i is done: its outcome, and its progress line. */
+static void list_done(void *user, size_t i, int rank, const tune_outcome *out)
+{
+    tune_list *l = user;
+    pthread_mutex_lock(&l->lock);
+    list_entry *e = &l->e[i];
+    e->state = P_DONE;
+    e->rank = rank;
+    e->out = *out;
+    l->held -= e->held;
+    l->spent += out->rep.measured;
+    l->done++;
+    /* The line in pieces: the lock keeps other lines out of it. */
+    const at_tune_report *r = &out->rep;
+    fprintf(stderr, "[%zu/%zu] %s", i + 1, l->n, l->all.keys[l->index[i]]);
+    if (out->status == AT_OK || (out->status == AT_ERR_INTERRUPTED && r->best_config[0]))
+        fprintf(stderr, "  best %.1f us (%.2f GFLOP/s)", r->best_time_us, r->best_gflops);
+    if (out->status == AT_OK)
+        fprintf(stderr, "  %s", r->cache_hit ? "cache" : "tuned");
+    else if (out->status == AT_ERR_INTERRUPTED)
+        fprintf(stderr, "  interrupted after %" PRId64 " candidate%s", r->evaluated,
+                r->evaluated == 1 ? "" : "s");
+    else
+        fprintf(stderr, "  failed: %s%s%s", at_strerror(out->status), out->error[0] ? ": " : "",
+                out->error);
+    if (l->workers > 1) fprintf(stderr, "  rank %d", rank);
+    if (l->done < l->n && !g_cancel) {
+        char eta[32];
+        double elapsed = at_now() - l->t0;
+        format_duration(elapsed / (double)l->done * (double)(l->n - l->done), eta, sizeof eta);
+        fprintf(stderr, "  list ETA %s", eta);
+    }
+    fputc('\n', stderr);
+    pthread_mutex_unlock(&l->lock);
+}
+
+static const char *list_key(void *user, size_t i)
+{
+    tune_list *l = user;
+    return i < l->n ? l->all.keys[l->index[i]] : NULL;
+}
+
+/* Tunes problem i on ctx: the per-problem progress on a terminal, as `autotune gemm` shows it. */
+static void list_tune(void *user, at_context *ctx, size_t i, int64_t max_evals, double max_seconds,
+                      tune_outcome *out)
+{
+    tune_list *l = user;
+    progress_state ps = {l->tty};
+    at_tune_options to = l->base;
+    to.max_evals = max_evals;
+    to.max_seconds = max_seconds;
+    to.progress_user = &ps;
+    memset(out, 0, sizeof *out);
+    out->status = at_tune(ctx, l->all.problems[l->index[i]], &to, &out->rep, NULL);
+    if (ps.tty) fprintf(stderr, "\r\033[K");
+    if (out->status != AT_OK)
+        snprintf(out->error, sizeof out->error, "%s", at_context_last_error(ctx));
+}
+
+static const char *entry_status(const list_entry *e)
+{
+    if (e->state != P_DONE) return "pending";
+    if (e->skipped) return "skipped";
+    if (e->out.status == AT_OK) return "ok";
+    return e->out.status == AT_ERR_INTERRUPTED ? "interrupted" : "failed";
+}
+
+static void list_json(const tune_list *l, at_context *ctx, int ranks, int complete)
+{
+    cJSON *j = cJSON_CreateObject(), *arr;
+    cJSON_AddStringToObject(j, "backend", at_context_backend(ctx));
+    cJSON_AddStringToObject(j, "device", at_context_device_name(ctx));
+    cJSON_AddStringToObject(j, "device_key", at_context_device_key(ctx));
+    cJSON_AddStringToObject(j, "shapes", l->o->shapes);
+    if (ranks > 1) cJSON_AddNumberToObject(j, "ranks", ranks);
+    cJSON_AddItemToObject(j, "problems", arr = cJSON_CreateArray());
+    int64_t evaluated = 0, measured = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const list_entry *e = &l->e[i];
+        const at_tune_report *r = &e->out.rep;
+        const at_problem *p = l->all.problems[l->index[i]];
+        op_fields f;
+        load_fields(at_problem_operation(p), &f);
+        cJSON *pj = cJSON_CreateObject();
+        cJSON_AddItemToArray(arr, pj);
+        cJSON_AddNumberToObject(pj, "index", (double)l->index[i]);
+        cJSON_AddStringToObject(pj, "key", l->all.keys[l->index[i]]);
+        cJSON_AddItemToObject(pj, "problem", problem_json(p, &f));
+        cJSON_AddStringToObject(pj, "status", entry_status(e));
+        if (ranks > 1 && e->state == P_DONE && !e->skipped)
+            cJSON_AddNumberToObject(pj, "rank", e->rank);
+        if (e->state != P_DONE || e->skipped) {
+            cJSON_AddNullToObject(pj, "best");
+            continue;
+        }
+        cJSON_AddStringToObject(pj, "cache", r->cache_hit ? "hit" : "miss");
+        if (r->best_config[0]) {
+            cJSON *best = cJSON_AddObjectToObject(pj, "best");
+            cJSON_AddStringToObject(best, "config", r->best_config);
+            add_number(best, "time_us", "%.3f", r->best_time_us);
+            add_number(best, "gflops", "%.3f", r->best_gflops);
+        } else {
+            cJSON_AddNullToObject(pj, "best");
+        }
+        cJSON_AddStringToObject(pj, "template", r->template_name);
+        cJSON_AddNumberToObject(pj, "evaluated", (double)r->evaluated);
+        cJSON_AddNumberToObject(pj, "measured", (double)r->measured);
+        add_number(pj, "seconds", "%.3f", r->seconds);
+        if (e->out.status != AT_OK) cJSON_AddStringToObject(pj, "error", e->out.error);
+        evaluated += r->evaluated;
+        measured += r->measured;
+    }
+    cJSON_AddNumberToObject(j, "evaluated", (double)evaluated);
+    cJSON_AddNumberToObject(j, "measured", (double)measured);
+    add_number(j, "seconds", "%.3f", at_now() - l->t0);
+    cJSON_AddBoolToObject(j, "complete", complete);
+    print_json(j);
+}
+
+/* "I/N" with 0 <= I < N: *i and *n; a usage error otherwise. */
+static int parse_shard(const char *text, int64_t *i, int64_t *n)
+{
+    const char *slash = strchr(text, '/');
+    char first[32];
+    if (slash && (size_t)(slash - text) < sizeof first) {
+        snprintf(first, sizeof first, "%.*s", (int)(slash - text), text);
+        if (at_parse_i64(first, 0, INT32_MAX, i) == 0 &&
+            at_parse_i64(slash + 1, 1, INT32_MAX, n) == 0 && *i < *n)
+            return 0;
+    }
+    return usage_error("--shard '%s' is not I/N with 0 <= I < N (e.g. 0/4)", text);
+}
+
+static int cmd_tune(int argc, char **argv)
+{
+    static const opt_spec specs[] = {DEVICE_OPTS,
+                                     SEARCH_OPTS,
+                                     {OPT("shapes", OPT_STR, shapes)},
+                                     {OPT("total-budget", OPT_BUDGET, total_budget)},
+                                     {OPT("shard", OPT_STR, shard)},
+                                     {OPT("dry-run", OPT_FLAG, dry_run)},
+                                     {OPT("db", OPT_STR, db)},
+                                     {OPT("json", OPT_FLAG, json)},
+                                     {0}};
+    opts o = {.device = -1}; /* -1: --device not given (under MPI each rank picks its own) */
+    char *pos[1];
+    int npos, rc = parse_opts(argc, argv, specs, &o, pos, 0, &npos);
+    if (rc) return rc;
+    if (o.help) {
+        printf("%s", TUNE_HELP);
+        return 0;
+    }
+    if (!o.shapes) return usage_error("tune needs --shapes FILE (a YAML list of problems)");
+    int64_t shard = 0, nshards = 1;
+    if (o.shard && (rc = parse_shard(o.shard, &shard, &nshards))) return rc;
+
+    tune_list l = {.o = &o, .workers = 1};
+    at_status s = at_shapes_load(o.shapes, &l.all);
+    if (s != AT_OK) {
+        fail(s, at_errmsg());
+        return EXIT_USAGE; /* a list that cannot be read is bad input */
+    }
+    l.index = calloc(l.all.n, sizeof *l.index);
+    l.e = calloc(l.all.n, sizeof *l.e);
+    if (!l.index || !l.e) {
+        rc = fail(AT_ERR_NO_MEMORY, NULL);
+        goto out;
+    }
+    for (size_t i = (size_t)shard; i < l.all.n; i += (size_t)nshards) l.index[l.n++] = i;
+    pthread_mutex_init(&l.lock, NULL);
+
+    int rank = 0, ranks = 1;
+    at_context_options co;
+    memset(&co, 0, sizeof co);
+    co.backend = o.backend ? (at_backend_kind)name_index(g_backends, o.backend) : 0;
+    co.device = o.device < 0 ? 0 : (int)o.device;
+    co.db_path = o.db;
+#ifdef AT_WITH_MPI
+    fleet *fl = NULL;
+    char why[1024] = "";
+    if ((s = fleet_init(&argc, &argv, &fl, why, sizeof why)) != AT_OK) {
+        rc = fail(s, why);
+        goto out;
+    }
+    rank = fleet_rank(fl);
+    ranks = fleet_size(fl);
+    if (o.device >= 0 && ranks > 1) {
+        rc = rank ? EXIT_USAGE
+                  : usage_error("--device is not for MPI: each rank takes device local rank %% "
+                                "devices");
+        goto out_fleet;
+    }
+    /* From here a rank that cannot tune leaves the list to the others (exit 0: mpirun would end
+     * the whole job on a non-zero one); rank 0 cannot, and ends the job. */
+    if (!o.dry_run && ranks > 1) {
+        s = fleet_device(fl, o.backend, &co.backend, &co.device, why, sizeof why);
+        if (s == AT_OK && rank > 0 && !(co.db_path = fleet_db(fl))) s = AT_ERR_IO;
+        if (s != AT_OK) {
+            if (rank == 0) fail(s, why); /* another rank's message comes from rank 0 */
+            fleet_leave(fl, why);
+            goto out_fleet;
+        }
+    }
+#endif
+    if (o.dry_run) {
+        for (size_t i = 0; i < l.n && rank == 0; i++) puts(l.all.keys[l.index[i]]);
+        if (rank == 0)
+            fprintf(stderr, "%zu problems%s (%zu in %s)\n", l.n, o.shard ? " in this shard" : "",
+                    l.all.n, o.shapes);
+        goto out_fleet;
+    }
+
+    at_context *ctx = NULL;
+    if ((rc = open_context(&co, &ctx))) {
+#ifdef AT_WITH_MPI
+        if (ranks > 1) {
+            fleet_leave(fl, "its device or database did not open (its message is above)");
+            rc = 0;
+        }
+#endif
+        goto out_fleet;
+    }
+    search_from_opts(&o, &l.base);
+    l.base.template_name = o.tmpl;
+    l.base.progress = on_progress;
+    l.base.cancel = &g_cancel;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    l.workers = ranks;
+    l.tty = ranks == 1 && isatty(2); /* ranks' lines would break into one another's */
+    l.t0 = at_now();
+    fleet_hooks h = {&l, list_take, list_done, list_key, list_tune};
+#ifdef AT_WITH_MPI
+    s = fleet_run(fl, ctx, &h, &g_cancel);
+    if (s != AT_OK) rc = fail(s, at_errmsg());
+#else
+    size_t i;
+    int64_t max_evals;
+    double max_seconds;
+    while (h.take(h.user, 0, &i, &max_evals, &max_seconds)) {
+        tune_outcome out;
+        h.tune(h.user, ctx, i, max_evals, max_seconds, &out);
+        h.done(h.user, i, 0, &out);
+    }
+#endif
+    if (rank == 0) {
+        int complete = 1;
+        for (size_t k = 0; k < l.n; k++)
+            complete &= l.e[k].state == P_DONE && !l.e[k].skipped && l.e[k].out.status == AT_OK;
+        if (o.json) list_json(&l, ctx, ranks, complete);
+        if (!complete && !rc) rc = EXIT_RUNTIME;
+    }
+    at_context_destroy(ctx);
+out_fleet:
+#ifdef AT_WITH_MPI
+    fleet_end(fl);
+#endif
+    pthread_mutex_destroy(&l.lock);
+out:
+    free(l.index);
+    free(l.e);
+    at_shapes_free(&l.all);
     return rc;
 }
 
@@ -1167,13 +1573,47 @@ static void print_main_help(FILE *f)
         fprintf(f, "  %-9s tune one %s problem%s%s%s\n", *op, *op, *args ? ": autotune " : "",
                 *args ? *op : "", args);
     }
-    fputs("  space     count and list a template's tuning space: autotune space gemm\n"
+    fputs("  tune      tune every problem of a shape list: autotune tune --shapes list.yaml\n"
+          "  space     count and list a template's tuning space: autotune space gemm\n"
           "  devices   list backends and devices, and why a backend is unavailable\n"
           "  db        list, show, export, import, merge or count the database's entries\n"
           "  replay    replay a search on a recorded space: autotune replay space.json.gz\n"
           "  version   print the version (also --version)\n",
           f);
 }
+
+#ifndef AT_WITH_MPI
+/* The variable by which an MPI launcher says it started this process (Open MPI, PMI, PMIx);
+ * NULL when none did. */
+static const char *mpi_launcher(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", NULL};
+    for (size_t i = 0; vars[i]; i++)
+        if (getenv(vars[i])) return vars[i];
+    return NULL;
+}
+
+/* `tune` started by an MPI launcher: this build has no MPI, autotune-mpi (from this program's
+ * folder) runs instead with the same arguments. Returns only when it cannot. */
+static int exec_mpi(const char *var, char **argv)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
+    char *slash = n > 0 ? memchr(self, '/', (size_t)n) : NULL;
+    if (slash) {
+        self[n] = '\0';
+        slash = strrchr(self, '/');
+        snprintf(slash + 1, sizeof self - (size_t)(slash + 1 - self), "autotune-mpi");
+        argv[0] = self;
+        execv(self, argv);
+    }
+    g_cmd = "autotune tune";
+    return usage_error("started by an MPI launcher (%s is set), but this build has no MPI support: "
+                       "%s is not there (CMake builds it when it finds MPI); one autotune per "
+                       "rank would tune every problem on every rank",
+                       var, slash ? self : "autotune-mpi");
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -1191,11 +1631,18 @@ int main(int argc, char **argv)
                at_db_schema_version());
         return 0;
     }
+#ifndef AT_WITH_MPI
+    const char *launcher = strcmp(cmd, "tune") == 0 ? mpi_launcher() : NULL;
+    if (launcher) return exec_mpi(launcher, argv);
+#endif
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {
-        {"space", cmd_space}, {"devices", cmd_devices}, {"db", cmd_db}, {"replay", cmd_replay}};
+    } cmds[] = {{"space", cmd_space},
+                {"devices", cmd_devices},
+                {"db", cmd_db},
+                {"replay", cmd_replay},
+                {"tune", cmd_tune}};
     int (*fn)(int, char **) = NULL;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0] && !fn; i++)
         if (strcmp(cmd, cmds[i].name) == 0) fn = cmds[i].fn;
