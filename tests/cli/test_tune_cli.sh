@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_tune_cli.sh — `autotune tune --shapes`: the 12 tiny GEMMs of tiny-gemms.yaml tuned by one
-# process into REF (the reference the MPI test compares with), resume, --shard slices whose union
-# is the whole, the total budget, an interrupt and its resume, a problem that fails while the
+# process into REF (the reference the MPI test compares with), resume, --shard slices that
+# `db merge` joins into the whole, the total budget, an interrupt and its resume, a problem that fails while the
 # list goes on, the shipped LLM lists expanded (--dry-run), and bad lists and options (exit 2).
 #   tests/cli/test_tune_cli.sh path/to/autotune REF
 set -uo pipefail
@@ -92,10 +92,13 @@ for i in range(3):
     d = json.load(open(f"{sys.argv[1]}/shard{i}.json"))
     assert [p["index"] for p in d["problems"]] == list(range(i, 12, 3)), d
 EOF
+# Merged with db merge, the shards are the whole: the same results and best keys.
+"$AT" db merge "$work/shard0" "$work/shard1" "$work/shard2" --output "$work/merged" >/dev/null \
+  2>"$work/err" || bad "db merge of the shards: $(cat "$work/err")"
 for t in results best; do
-  cat <(keys "$work/shard0" $t) <(keys "$work/shard1" $t) <(keys "$work/shard2" $t) | sort >"$work/union.txt"
-  cmp -s "$work/union.txt" "$REF/$t.txt" && ok "the shards' $t keys together are the whole list's" ||
-    bad "shard union of $t differs: $(diff "$work/union.txt" "$REF/$t.txt" | head -5)"
+  keys "$work/merged" $t >"$work/union.txt"
+  cmp -s "$work/union.txt" "$REF/$t.txt" && ok "the shards merged (db merge) have the whole list's $t keys" ||
+    bad "merged shards' $t differ: $(diff "$work/union.txt" "$REF/$t.txt" | head -5)"
 done
 
 # ---- the total budget ---------------------------------------------------------------------------
