@@ -101,6 +101,16 @@ for t in results best; do
     bad "merged shards' $t differ: $(diff "$work/union.txt" "$REF/$t.txt" | head -5)"
 done
 
+# db stats --shapes: the coverage of the list in a shard and in the merged database.
+"$AT" db stats --db "$work/shard1" --shapes "$list" --json >"$work/out.json" 2>"$work/err" &&
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["coverage"]
+assert c["problems"] == 12 and c["covered"] == 4 and len(c["missing"]) == 8, c
+assert len(c["devices"]) == 1 and c["devices"][0]["covered"] == 4, c' "$work/out.json" &&
+  ok "db stats --shapes: shard 1/3 covers 4 of 12, 8 missing" || bad "stats shard1: $(cat "$work/out.json" "$work/err")"
+"$AT" db stats --db "$work/merged" --shapes "$list" 2>&1 | grep -q "coverage of .*: 12 of 12 problems" &&
+  ok "db stats --shapes: the merged shards cover the list" || bad "stats merged: $("$AT" db stats --db "$work/merged" --shapes "$list" 2>&1)"
+reject 2 "not a list" -- db stats --db "$work/merged" --shapes "$work/out.json"
+
 # ---- the total budget ---------------------------------------------------------------------------
 "$AT" tune --shapes "$list" "${search[@]}" --total-budget 24 --db "$work/tb" --json >"$work/out.json" 2>/dev/null
 json 'd["complete"] and d["measured"] == 24 and all(p["evaluated"] == 2 for p in d["problems"])' |

@@ -1304,7 +1304,7 @@ static const char DB_HELP[] =
     "       autotune db export FILE [--op OP] [--device PATTERN] [--best-only] [--db PATH]\n"
     "       autotune db import FILE [--prefer faster|newer|existing] [--json] [--db PATH]\n"
     "       autotune db merge A B... --output C [--prefer faster|newer|existing] [--json]\n"
-    "       autotune db stats [--json] [--db PATH]\n"
+    "       autotune db stats [--shapes FILE] [--json] [--db PATH]\n"
     "       autotune db export --kernel-tuner --problem KEY [--device KEY] [--template HASH]\n"
     "                          [--output FILE] [--db PATH]\n"
     "\n"
@@ -1319,7 +1319,9 @@ static const char DB_HELP[] =
     "into the database C. Of two records with the same key, --prefer faster (the default) keeps\n"
     "the trusted one, then the faster, then the newer; newer the newer; existing what the\n"
     "destination holds. Importing the same records twice writes nothing.\n"
-    "stats counts results (ok, failed) and best entries per operation, device and template.\n"
+    "stats counts results (ok, failed) and best entries per operation, device and template;\n"
+    "--shapes FILE adds the coverage of a shape list: its problems with a best entry, per\n"
+    "device, and those without one.\n"
     "export --kernel-tuner writes every measurement of one problem (its key as `db list` shows\n"
     "it, before the '|') as a Kernel Tuner cache JSON file (stdout without --output): the\n"
     "recorded space, for Kernel Tuner's simulation mode and `autotune replay`. --device (a\n"
@@ -1378,12 +1380,97 @@ static void print_counts(const char *title, const at_db_count *c, size_t n)
                c[i].results_failed, c[i].best, c[i].name[0] ? c[i].name : "(unnamed)");
 }
 
+/* The coverage of a shape list: which of its problems have a best entry, on which devices. */
+typedef struct coverage {
+    const char *prefix; /* "problem|" of the problem visited */
+    int hit;            /* the problem has a best entry */
+    char **devices;     /* every device key seen, with the problems covered on each */
+    int64_t *covered;
+    size_t ndevices;
+} coverage;
+
+static int cover_entry(void *user, const char *key, const char *value)
+{
+    (void)value;
+    coverage *c = user;
+    const char *device = key + strlen(c->prefix);
+    c->hit = 1;
+    size_t i = 0;
+    while (i < c->ndevices && strcmp(c->devices[i], device) != 0) i++;
+    if (i == c->ndevices) {
+        char **d = realloc(c->devices, (i + 1) * sizeof *d);
+        int64_t *n = realloc(c->covered, (i + 1) * sizeof *n);
+        if (d) c->devices = d;
+        if (n) c->covered = n;
+        if (!d || !n || !(d[i] = at_strdup(device))) return 1;
+        n[i] = 0;
+        c->ndevices++;
+    }
+    c->covered[i]++;
+    return 0;
+}
+
+/* Adds the coverage of the shape list in the database to j (JSON) or prints it. */
+static int shapes_coverage(const opts *o, const at_shapes *l, cJSON *j)
+{
+    at_status s = AT_OK;
+    coverage c = {0};
+    char why[4096] = "";
+    cJSON *missing = cJSON_CreateArray();
+    size_t covered = 0;
+    for (size_t i = 0; s == AT_OK && i < l->n; i++) {
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "%s|", l->keys[i]);
+        c.prefix = prefix;
+        c.hit = 0;
+        s = at_db_visit(o->db, "best", prefix, cover_entry, &c, why, sizeof why);
+        if (c.hit)
+            covered++;
+        else
+            cJSON_AddItemToArray(missing, cJSON_CreateString(l->keys[i]));
+    }
+    int rc = s == AT_OK ? 0 : fail(s, why);
+    if (!rc && j) {
+        cJSON *cov = cJSON_AddObjectToObject(j, "coverage");
+        cJSON_AddStringToObject(cov, "shapes", o->shapes);
+        cJSON_AddNumberToObject(cov, "problems", (double)l->n);
+        cJSON_AddNumberToObject(cov, "covered", (double)covered);
+        cJSON *devs = cJSON_AddArrayToObject(cov, "devices");
+        for (size_t i = 0; i < c.ndevices; i++) {
+            cJSON *d = cJSON_CreateObject();
+            cJSON_AddStringToObject(d, "key", c.devices[i]);
+            cJSON_AddNumberToObject(d, "covered", (double)c.covered[i]);
+            cJSON_AddItemToArray(devs, d);
+        }
+        cJSON_AddItemToObject(cov, "missing", missing);
+        missing = NULL;
+    } else if (!rc) {
+        printf("coverage of %s: %zu of %zu problems have a best entry\n", o->shapes, covered, l->n);
+        for (size_t i = 0; i < c.ndevices; i++)
+            printf("  %6" PRId64 " of %zu  %s\n", c.covered[i], l->n, c.devices[i]);
+        for (int i = 0; i < cJSON_GetArraySize(missing); i++)
+            printf("  missing  %s\n", cJSON_GetStringValue(cJSON_GetArrayItem(missing, i)));
+    }
+    cJSON_Delete(missing);
+    for (size_t i = 0; i < c.ndevices; i++) free(c.devices[i]);
+    free(c.devices);
+    free(c.covered);
+    return rc;
+}
+
 static int db_stats(const opts *o)
 {
+    at_shapes list = {0};
+    at_status ls = o->shapes ? at_shapes_load(o->shapes, &list) : AT_OK;
+    if (ls != AT_OK)
+        return ls == AT_ERR_INVALID_ARG ? usage_error("%s", at_errmsg()) : fail(ls, at_errmsg());
     at_db_stats st;
     char why[4096] = "";
     at_status s = at_db_stats_read(o->db, &st, why, sizeof why);
-    if (s != AT_OK) return fail(s, why);
+    if (s != AT_OK) {
+        at_shapes_free(&list);
+        return fail(s, why);
+    }
     if (why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
     const struct {
         const char *name;
@@ -1392,7 +1479,7 @@ static int db_stats(const opts *o)
     } parts[] = {{"operations", st.ops, st.nops},
                  {"devices", st.devices, st.ndevices},
                  {"templates", st.templates, st.ntemplates}};
-    /* A shape list's coverage (--shapes FILE) goes next to these parts. */
+    int rc = 0;
     if (o->json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddItemToObject(j, "total", count_json(&st.total));
@@ -1401,16 +1488,22 @@ static int db_stats(const opts *o)
             for (size_t i = 0; a && i < parts[p].n; i++)
                 cJSON_AddItemToArray(a, count_json(&parts[p].v[i]));
         }
-        print_json(j);
+        if (o->shapes) rc = shapes_coverage(o, &list, j);
+        if (!rc)
+            print_json(j);
+        else
+            cJSON_Delete(j);
     } else {
         printf("%" PRId64 " results (%" PRId64 " ok, %" PRId64 " failed), %" PRId64
                " best entries\n",
                st.total.results_ok + st.total.results_failed, st.total.results_ok,
                st.total.results_failed, st.total.best);
         for (size_t p = 0; p < 3; p++) print_counts(parts[p].name, parts[p].v, parts[p].n);
+        if (o->shapes) rc = shapes_coverage(o, &list, NULL);
     }
     at_db_stats_clear(&st);
-    return 0;
+    at_shapes_free(&list);
+    return rc;
 }
 
 /* The db options given that command cmd does not take (allowed: its options, space-separated):
@@ -1431,7 +1524,8 @@ static int db_takes(const char *cmd, const opts *o, const char *allowed)
                {"op", o->op_name != NULL},
                {"best-only", o->best_only},
                {"prefer", o->prefer != NULL},
-               {"json", o->json}};
+               {"json", o->json},
+               {"shapes", o->shapes != NULL}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         size_t n = strlen(all[i].name);
         const char *p = allowed;
@@ -1497,6 +1591,7 @@ static int cmd_db(int argc, char **argv)
                                      {OPT("best-only", OPT_FLAG, best_only)},
                                      {OPT_NAMES("prefer", prefer, prefer_names)},
                                      {OPT("json", OPT_FLAG, json)},
+                                     {OPT("shapes", OPT_STR, shapes)},
                                      {0}};
     opts o = {0};
     char *pos[256];
@@ -1514,7 +1609,7 @@ static int cmd_db(int argc, char **argv)
     /* The options of each command (export, import and merge of bundles: db_bundle's). */
     const char *takes = strcmp(pos[0], "list") == 0    ? "db table prefix"
                         : strcmp(pos[0], "show") == 0  ? "db"
-                        : strcmp(pos[0], "stats") == 0 ? "db json"
+                        : strcmp(pos[0], "stats") == 0 ? "db json shapes"
                         : strcmp(pos[0], "export") == 0 && o.kernel_tuner
                             ? "db kernel-tuner problem device template output"
                             : NULL;
