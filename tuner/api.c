@@ -114,6 +114,7 @@ static int memo_get(at_context *ctx, const char *key, at_status *status, at_look
 {
     struct at_memo *m = ctx->memo;
     int found = 0;
+    if (!m) return 0; /* a context made by hand (tests) */
     pthread_mutex_lock(&m->lock);
     for (memo_entry *e = m->b[at_hash_str(AT_HASH_SEED, key) % MEMO_BUCKETS]; e && !found;
          e = e->next)
@@ -131,7 +132,7 @@ static void memo_put(at_context *ctx, const char *key, const char *problem, at_s
                      const at_lookup_info *info)
 {
     struct at_memo *m = ctx->memo;
-    memo_entry *e = calloc(1, sizeof *e);
+    memo_entry *e = m ? calloc(1, sizeof *e) : NULL;
     if (!e || !(e->key = at_strdup(key))) {
         free(e);
         return;
@@ -150,6 +151,7 @@ static void memo_put(at_context *ctx, const char *key, const char *problem, at_s
 static void memo_forget(at_context *ctx, const char *problem)
 {
     struct at_memo *m = ctx->memo;
+    if (!m) return;
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < MEMO_BUCKETS; i++)
         for (memo_entry **pe = &m->b[i]; *pe;) {
@@ -322,6 +324,15 @@ enum { LV_EXACT, LV_NEAREST, LV_ARCH, LV_VENDOR, LV_DEFAULT, LV_COUNT };
 static const at_source k_level_source[LV_COUNT] = {
     AT_SOURCE_HIT, AT_SOURCE_NEAREST, AT_SOURCE_SAME_ARCH, AT_SOURCE_VENDOR, AT_SOURCE_DEFAULT};
 
+/* The databases on the path: the user's, then the layers (a context made by hand has only
+ * its db). */
+static size_t ndbs(const at_context *ctx) { return ctx->layers.n ? ctx->layers.n : 1; }
+static at_db *db_at(const at_context *ctx, size_t i) { return i ? ctx->layers.db[i] : ctx->db; }
+static const char *db_path_at(const at_context *ctx, size_t i)
+{
+    return ctx->layers.n ? ctx->layers.path[i] : at_db_path(ctx->db);
+}
+
 /* A best entry that may answer for p: database, key, level and distance. */
 typedef struct cand {
     size_t db;
@@ -391,7 +402,7 @@ static at_status gather(at_context *ctx, const at_problem *p, const char *pkey, 
     char prefix[64];
     snprintf(prefix, sizeof prefix, "%s/", p->op->name);
     at_status s = AT_OK;
-    for (size_t i = 0; i < ctx->layers.n && s == AT_OK; i++) {
+    for (size_t i = 0; i < ndbs(ctx) && s == AT_OK; i++) {
         if (hi == LV_EXACT) { /* one key per database */
             char *key = at_db_best_key(pkey, ctx->info.key);
             s = key ? cands_push(cs, i, key, LV_EXACT, 0) : AT_ERR_INVALID_ARG;
@@ -400,7 +411,7 @@ static at_status gather(at_context *ctx, const at_problem *p, const char *pkey, 
         }
         char **keys = NULL;
         size_t n = 0;
-        if (at_db_keys(ctx->layers.db[i], "best", prefix, &keys, &n) != AT_OK) at_errclear();
+        if (at_db_keys(db_at(ctx, i), "best", prefix, &keys, &n) != AT_OK) at_errclear();
         for (size_t k = 0; k < n && s == AT_OK; k++) {
             at_best_key bk;
             if (at_best_key_split(keys[k], &bk) != AT_OK) continue;
@@ -493,7 +504,7 @@ static int walk(at_context *ctx, const at_problem *p, const char *pkey, const ca
     for (size_t i = 0; i < cs->n && !found; i++) {
         const cand *c = &cs->c[i];
         at_best_rec b;
-        if (at_db_get_best(ctx->layers.db[c->db], c->key, &b) != AT_OK) {
+        if (at_db_get_best(db_at(ctx, c->db), c->key, &b) != AT_OK) {
             at_errclear();
             continue;
         }
@@ -516,7 +527,7 @@ static int walk(at_context *ctx, const at_problem *p, const char *pkey, const ca
         at_lookup_info *in = &a->info;
         memset(in, 0, sizeof *in);
         in->source = k_level_source[c->level];
-        snprintf(in->database, sizeof in->database, "%s", ctx->layers.path[c->db]);
+        snprintf(in->database, sizeof in->database, "%s", db_path_at(ctx, c->db));
         snprintf(in->device_key, sizeof in->device_key, "%.*s", (int)bk.device.n, bk.device.s);
         snprintf(in->problem_key, sizeof in->problem_key, "%.*s", (int)bk.problem.n, bk.problem.s);
         snprintf(in->config, sizeof in->config, "%s", b.config);
@@ -568,7 +579,7 @@ size_t at_seed_configs(at_context *ctx, const at_template *t, const at_problem *
         const cand *c = &cs.c[i];
         at_best_rec b;
         if (c->dist != 0 || c->level == LV_NEAREST ||
-            at_db_get_best(ctx->layers.db[c->db], c->key, &b) != AT_OK ||
+            at_db_get_best(db_at(ctx, c->db), c->key, &b) != AT_OK ||
             (b.template_name[0] && strcmp(b.template_name, t->name) != 0) ||
             (c->level == LV_EXACT && trusts(t, b.template_hash)))
             continue; /* a trusted entry of this device is an answer, not a seed */
@@ -651,7 +662,7 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
      * checked on this device when it was not measured here. */
     int hit = s == AT_OK && !o.force && !o.replay_db &&
               chain(ctx, p, LV_EXACT, LV_EXACT, o.template_name, &a) == AT_OK;
-    at_errclear();
+    if (s == AT_OK) at_errclear(); /* a miss is no failure */
     if (hit) {
         /* Nothing is compiled, unless the caller wants the kernel and its binary is not in the
          * database. */
@@ -674,7 +685,7 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
         p->op->key(p->data, pkey, sizeof pkey);
         if (!o.replay_db) memo_forget(ctx, pkey);
         a.info = (at_lookup_info){.source = AT_SOURCE_TUNED, .time_us = rep->best_time_us};
-        snprintf(a.info.database, sizeof a.info.database, "%s", ctx->db_path);
+        snprintf(a.info.database, sizeof a.info.database, "%s", at_db_path(ctx->db));
         snprintf(a.info.device_key, sizeof a.info.device_key, "%s", ctx->info.key);
         snprintf(a.info.problem_key, sizeof a.info.problem_key, "%s", pkey);
         snprintf(a.info.config, sizeof a.info.config, "%s", config);
@@ -796,13 +807,12 @@ static at_status verify_one(at_context *ctx, size_t i, const char *bkey, double 
     at_best_key bk;
     at_best_rec b;
     memset(e, 0, sizeof *e);
-    if (at_best_key_split(bkey, &bk) != AT_OK ||
-        at_db_get_best(ctx->layers.db[i], bkey, &b) != AT_OK) {
+    if (at_best_key_split(bkey, &bk) != AT_OK || at_db_get_best(db_at(ctx, i), bkey, &b) != AT_OK) {
         e->failed = 1;
         snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());
         return AT_OK;
     }
-    snprintf(e->database, sizeof e->database, "%s", ctx->layers.path[i]);
+    snprintf(e->database, sizeof e->database, "%s", db_path_at(ctx, i));
     snprintf(e->problem_key, sizeof e->problem_key, "%.*s", (int)bk.problem.n, bk.problem.s);
     snprintf(e->template_name, sizeof e->template_name, "%s", b.template_name);
     snprintf(e->config, sizeof e->config, "%s", b.config);
@@ -861,10 +871,10 @@ at_status at_verify(at_context *ctx, const char *op, double max_slowdown,
     snprintf(prefix, sizeof prefix, "%s/", op ? op : "");
     at_status s = AT_OK;
     int stop = 0;
-    for (size_t i = 0; i < ctx->layers.n && s == AT_OK && !stop; i++) {
+    for (size_t i = 0; i < ndbs(ctx) && s == AT_OK && !stop; i++) {
         char **keys = NULL;
         size_t n = 0;
-        s = at_db_keys(ctx->layers.db[i], "best", op ? prefix : NULL, &keys, &n);
+        s = at_db_keys(db_at(ctx, i), "best", op ? prefix : NULL, &keys, &n);
         for (size_t k = 0; k < n && s == AT_OK && !stop; k++) {
             at_best_key bk;
             if (at_best_key_split(keys[k], &bk) != AT_OK ||
