@@ -1,8 +1,9 @@
 /* db.c — the LMDB store: one environment per database file and process, shared by the handles
- * opened on it; named tables meta, results, best and binaries. Values of results and best are
- * versioned one-line text records (record.h), binaries carry a length and a checksum, the schema
- * version is in meta (docs/database.md). A file is checked (dbfile.h) before LMDB maps it. Every
- * write is one write transaction; MDB_MAP_FULL grows the map and retries the whole batch. */
+ * opened on it; named tables meta, results, best, binaries, devices and checks. Values of
+ * results, best, devices and checks are versioned one-line text records (record.h), binaries carry
+ * a length and a checksum, the schema version is in meta (docs/database.md). A file is checked
+ * (dbfile.h) before LMDB maps it. Every write is one write transaction; MDB_MAP_FULL grows the map
+ * and retries the whole batch. */
 #define _GNU_SOURCE
 #include "db.h"
 
@@ -32,8 +33,12 @@
 #define AT_DB_MIN_FREE   ((uint64_t)256 << 10)
 #define AT_DB_LOCK_BYTES 8192 /* LMDB's lock file for its default 126 readers */
 
-enum { T_META, T_RESULTS, T_BEST, T_BINARIES, T_COUNT };
-static const char *const k_tables[T_COUNT] = {"meta", "results", "best", "binaries"};
+enum { T_META, T_RESULTS, T_BEST, T_BINARIES, T_DEVICES, T_CHECKS, T_COUNT };
+static const char *const k_tables[T_COUNT] = {"meta",     "results", "best",
+                                              "binaries", "devices", "checks"};
+/* Tables from T_NEW on came with schema 2.1: a file of an older minor does not have them until
+ * its first write transaction creates them; until then they read as empty. */
+#define T_NEW T_DEVICES
 
 /* One LMDB environment per database in this process (LMDB forbids opening a file twice in one
  * process: closing one handle would drop the other's locks). Opens of one directory, found by
@@ -43,11 +48,13 @@ typedef struct shared_env {
     MDB_dbi dbi[T_COUNT];
     dev_t dev;
     ino_t ino;
-    pid_t pid;    /* the process that opened it: a child after fork() opens its own */
-    int readonly; /* opened MDB_RDONLY */
-    int ready;    /* the tables are open: write transactions check the schema first */
+    pid_t pid;            /* the process that opened it: a child after fork() opens its own */
+    int readonly;         /* opened MDB_RDONLY */
+    int ready;            /* the tables are open: write transactions check the schema first */
+    unsigned tables_open; /* bit t: dbi[t] is open (a table of a newer minor may be absent) */
     int refs;
     char *file;           /* path/data.mdb as first opened, for messages */
+    char *remove_dir;     /* at_db_set_temporary: the directory removed with the environment */
     pthread_mutex_t lock; /* one transaction at a time per environment */
     struct shared_env *next;
 } shared_env;
@@ -142,6 +149,22 @@ typedef at_status (*write_fn)(at_db *db, MDB_txn *txn, void *ctx, int *mdb_rc);
 
 static at_status meta_sync(at_db *db, MDB_txn *txn, int *mdb_rc);
 
+/* Creates the tables of a newer minor that the file does not have yet (bits in *created). */
+static at_status create_missing(at_db *db, MDB_txn *txn, unsigned *created, int *mdb_rc)
+{
+    for (int t = T_NEW; t < T_COUNT; t++) {
+        if (db->e->tables_open & (1u << t)) continue;
+        int rc = mdb_dbi_open(txn, k_tables[t], MDB_CREATE, &db->e->dbi[t]);
+        if (rc != MDB_SUCCESS) {
+            *mdb_rc = rc;
+            return mdb_fail(db, "creating a table", rc);
+        }
+        db->e->tables_open |= 1u << t;
+        *created |= 1u << t;
+    }
+    return AT_OK;
+}
+
 static at_status write_txn(at_db *db, write_fn fn, void *ctx)
 {
     if (db->readonly && db->ro_reason)
@@ -152,7 +175,9 @@ static at_status write_txn(at_db *db, write_fn fn, void *ctx)
         MDB_txn *txn = NULL;
         AT_TRY(txn_begin(db, 0, &txn));
         int mrc = MDB_SUCCESS;
+        unsigned created = 0;
         at_status s = db->e->ready ? meta_sync(db, txn, &mrc) : AT_OK;
+        if (s == AT_OK && db->e->ready) s = create_missing(db, txn, &created, &mrc);
         if (s == AT_OK) s = fn(db, txn, ctx, &mrc);
         if (s == AT_OK) {
             mrc = mdb_txn_commit(txn);
@@ -161,6 +186,7 @@ static at_status write_txn(at_db *db, write_fn fn, void *ctx)
         } else {
             mdb_txn_abort(txn);
         }
+        db->e->tables_open &= ~created; /* LMDB closed the handles the transaction opened */
         if (mrc == MDB_MAP_FULL && tries < AT_DB_MAX_RETRIES) {
             AT_TRY(grow_map(db));
             continue;
@@ -192,6 +218,9 @@ static at_status put_text(at_db *db, MDB_txn *txn, int table, const char *key, c
 /* Reads key from table into a malloc'd, NUL-terminated copy. */
 static at_status get_copy(at_db *db, int table, const char *key, char **out, size_t *len)
 {
+    if (!(db->e->tables_open & (1u << table)))
+        return at_fail(AT_ERR_NOT_FOUND, "no %s entry for '%s' in %s", k_tables[table], key,
+                       db->path);
     MDB_txn *txn = NULL;
     AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
     MDB_val k = {strlen(key), (void *)key}, v;
@@ -428,13 +457,15 @@ static at_status init_body(at_db *db, MDB_txn *txn, void *unused, int *mdb_rc)
     return put_text(db, txn, T_META, "created_by", by, strlen(by), mdb_rc);
 }
 
-/* Opens the four table handles (they exist once meta is valid). */
+/* Opens the table handles (they exist once meta is valid; those of a newer minor may not). */
 static at_status open_tables(at_db *db)
 {
     MDB_txn *txn = NULL;
     AT_TRY(txn_begin(db, MDB_RDONLY, &txn));
     for (int t = 0; t < T_COUNT; t++) {
         int rc = mdb_dbi_open(txn, k_tables[t], 0, &db->e->dbi[t]);
+        if (rc == MDB_SUCCESS) db->e->tables_open |= 1u << t;
+        if (rc == MDB_NOTFOUND && t >= T_NEW) continue;
         if (rc != MDB_SUCCESS) {
             mdb_txn_abort(txn);
             return at_fail(AT_ERR_DB_CORRUPT, "%s is not an autotune database (table %s: %s)",
@@ -519,9 +550,26 @@ static void env_free(shared_env *e)
 {
     if (!e) return;
     if (e->env) mdb_env_close(e->env);
+    if (e->remove_dir) {
+        char *f = at_asprintf("%s/data.mdb", e->remove_dir);
+        char *l = at_asprintf("%s/lock.mdb", e->remove_dir);
+        if (f) unlink(f);
+        if (l) unlink(l);
+        rmdir(e->remove_dir);
+        free(f);
+        free(l);
+        free(e->remove_dir);
+    }
     pthread_mutex_destroy(&e->lock);
     free(e->file);
     free(e);
+}
+
+void at_db_set_temporary(at_db *db)
+{
+    if (!db || enter(db) != AT_OK) return;
+    if (!db->e->remove_dir) db->e->remove_dir = at_strdup(db->path);
+    leave(db);
 }
 
 /* A fork() while another thread holds the registry leaves the child a usable one. */
@@ -671,7 +719,12 @@ char *at_db_default_path(void)
 {
     const char *v = getenv("AUTOTUNE_DB");
     if (v && *v) return at_strdup(v);
-    v = getenv("XDG_CACHE_HOME");
+    return at_cache_dir();
+}
+
+char *at_cache_dir(void)
+{
+    const char *v = getenv("XDG_CACHE_HOME");
     if (v && v[0] == '/') return at_asprintf("%s/autotune", v);
     v = getenv("HOME");
     if (!v || !*v) {
@@ -757,17 +810,27 @@ static at_status result_parse(const char *t, size_t n, void *r)
     return at_result_rec_parse(t, n, r);
 }
 static at_status best_parse(const char *t, size_t n, void *r) { return at_best_rec_parse(t, n, r); }
+static void device_append(at_sbuf *b, const void *r) { at_device_rec_append(b, r); }
+static at_status device_parse(const char *t, size_t n, void *r)
+{
+    return at_device_rec_parse(t, n, r);
+}
 
 static const rec_kind k_result_kind = {T_RESULTS, "result", result_append, result_parse};
 static const rec_kind k_best_kind = {T_BEST, "best", best_append, best_parse};
+static const rec_kind k_device_kind = {T_DEVICES, "device", device_append, device_parse};
+static const rec_kind k_check_kind = {T_CHECKS, "check", result_append, result_parse};
 /* The kind of each table's records; NULL for meta and binaries. */
-static const rec_kind *const k_kinds[T_COUNT] = {
-    [T_RESULTS] = &k_result_kind, [T_BEST] = &k_best_kind};
+static const rec_kind *const k_kinds[T_COUNT] = {[T_RESULTS] = &k_result_kind,
+                                                 [T_BEST] = &k_best_kind,
+                                                 [T_DEVICES] = &k_device_kind,
+                                                 [T_CHECKS] = &k_check_kind};
 
-/* Room for a parsed record of either kind. */
+/* Room for a parsed record of any kind. */
 typedef union any_rec {
     at_result_rec r;
     at_best_rec b;
+    at_device_rec d;
 } any_rec;
 
 /* Prefixes the record parser's message with the database and the key. */
@@ -809,6 +872,7 @@ static at_status get_record(at_db *db, const rec_kind *k, const char *key, void 
 /* ---- results ---------------------------------------------------------------------------- */
 
 typedef struct results_ctx {
+    int table;
     size_t n;
     char *const *keys;
     const char *text;  /* every record's text, one after another */
@@ -820,25 +884,27 @@ static at_status results_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
     results_ctx *c = vctx;
     for (size_t i = 0; i < c->n; i++) {
         size_t from = i ? c->end[i - 1] : 0;
-        AT_TRY(put_text(db, txn, T_RESULTS, c->keys[i], c->text + from, c->end[i] - from, mdb_rc));
+        AT_TRY(put_text(db, txn, c->table, c->keys[i], c->text + from, c->end[i] - from, mdb_rc));
     }
     return AT_OK;
 }
 
-at_status at_db_put_results(at_db *db, size_t n, char *const *keys, const at_result_rec *recs)
+/* Writes n records of kind k (recs: an array of records of size bytes each) in one transaction. */
+static at_status put_records(at_db *db, const rec_kind *k, size_t n, char *const *keys,
+                             const void *recs, size_t size)
 {
     if (n == 0) return AT_OK;
-    if (!keys || !recs) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_results: NULL argument");
+    if (!keys || !recs) return at_fail(AT_ERR_INVALID_ARG, "writing %s: NULL argument", k->what);
     AT_TRY(enter(db));
     at_sbuf text = {0};
     size_t *end = malloc(n * sizeof *end);
     at_status s = end ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     for (size_t i = 0; i < n && s == AT_OK; i++) {
         s = check_key(db, keys[i]);
-        if (s == AT_OK) s = append_record(db, &k_result_kind, &text, keys[i], &recs[i]);
+        if (s == AT_OK) s = append_record(db, k, &text, keys[i], (const char *)recs + i * size);
         end[i] = text.n;
     }
-    results_ctx c = {n, keys, text.p, end};
+    results_ctx c = {k->table, n, keys, text.p, end};
     if (s == AT_OK) s = write_txn(db, results_body, &c);
     at_sb_free(&text);
     free(end);
@@ -846,9 +912,107 @@ at_status at_db_put_results(at_db *db, size_t n, char *const *keys, const at_res
     return s;
 }
 
+at_status at_db_put_results(at_db *db, size_t n, char *const *keys, const at_result_rec *recs)
+{
+    return put_records(db, &k_result_kind, n, keys, recs, sizeof *recs);
+}
+
 at_status at_db_get_result(at_db *db, const char *key, at_result_rec *out)
 {
     return get_record(db, &k_result_kind, key, out);
+}
+
+/* ---- a batch of records as text ------------------------------------------------------- */
+
+typedef struct texts_ctx {
+    size_t n;
+    const at_db_text *w;
+    const int *table; /* each entry's table */
+    at_db_decide_fn decide;
+    void *user;
+    size_t written;
+} texts_ctx;
+
+static at_status texts_body(at_db *db, MDB_txn *txn, void *vctx, int *mdb_rc)
+{
+    texts_ctx *c = vctx;
+    c->written = 0; /* the body runs again after the map grew */
+    for (size_t i = 0; i < c->n; i++) {
+        const at_db_text *w = &c->w[i];
+        MDB_val k = {strlen(w->key), (void *)w->key}, v;
+        int rc = mdb_get(txn, db->e->dbi[c->table[i]], &k, &v);
+        if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) {
+            *mdb_rc = rc;
+            return mdb_fail(db, "reading", rc);
+        }
+        int put = 1;
+        if (c->decide) {
+            put = c->decide(c->user, i, rc == MDB_SUCCESS ? v.mv_data : NULL,
+                            rc == MDB_SUCCESS ? v.mv_size : 0);
+            if (put < 0) return (at_status)put;
+        }
+        if (!put) continue;
+        AT_TRY(put_text(db, txn, c->table[i], w->key, w->text, strlen(w->text), mdb_rc));
+        c->written++;
+    }
+    return AT_OK;
+}
+
+at_status at_db_put_texts(at_db *db, size_t n, const at_db_text *w, at_db_decide_fn decide,
+                          void *user, size_t *written)
+{
+    if (written) *written = 0;
+    if (n == 0) return AT_OK;
+    if (!w) return at_fail(AT_ERR_INVALID_ARG, "at_db_put_texts: NULL argument");
+    int *table = malloc(n * sizeof *table);
+    if (!table) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    AT_TRY(enter(db));
+    at_status s = AT_OK;
+    for (size_t i = 0; i < n && s == AT_OK; i++) {
+        table[i] = -1;
+        for (int t = 0; t < T_COUNT; t++)
+            if (k_kinds[t] && w[i].table && strcmp(w[i].table, k_tables[t]) == 0) table[i] = t;
+        if (table[i] < 0) {
+            s = at_fail(AT_ERR_INVALID_ARG, "database %s: no records of table '%s' can be written",
+                        db->path, w[i].table ? w[i].table : "(null)");
+            break;
+        }
+        s = check_key(db, w[i].key);
+        any_rec back;
+        const rec_kind *k = k_kinds[table[i]];
+        if (s == AT_OK && (!w[i].text || k->parse(w[i].text, strlen(w[i].text), &back) != AT_OK))
+            s = record_fail(AT_ERR_INVALID_ARG, db, k, w[i].key, "cannot be stored");
+    }
+    texts_ctx c = {n, w, table, decide, user, 0};
+    if (s == AT_OK) s = write_txn(db, texts_body, &c);
+    leave(db);
+    free(table);
+    if (s == AT_OK && written) *written = c.written;
+    return s;
+}
+
+/* ---- devices and checks (schema 2.1) ----------------------------------------------------- */
+
+at_status at_db_put_device(at_db *db, const char *device_key, const at_device_rec *r)
+{
+    char *const keys[1] = {(char *)device_key};
+    return put_records(db, &k_device_kind, 1, keys, r, sizeof *r);
+}
+
+at_status at_db_get_device(at_db *db, const char *device_key, at_device_rec *out)
+{
+    return get_record(db, &k_device_kind, device_key, out);
+}
+
+at_status at_db_put_check(at_db *db, const char *result_key, const at_result_rec *r)
+{
+    char *const keys[1] = {(char *)result_key};
+    return put_records(db, &k_check_kind, 1, keys, r, sizeof *r);
+}
+
+at_status at_db_get_check(at_db *db, const char *result_key, at_result_rec *out)
+{
+    return get_record(db, &k_check_kind, result_key, out);
 }
 
 /* ---- best ------------------------------------------------------------------------------- */
@@ -1071,9 +1235,9 @@ static at_status scan(at_db *db, int t, const char *prefix, scan_fn fn, void *us
 {
     AT_TRY(enter(db));
     size_t plen = prefix ? strlen(prefix) : 0;
-    if (plen > (size_t)mdb_env_get_maxkeysize(db->e->env)) {
+    if (plen > (size_t)mdb_env_get_maxkeysize(db->e->env) || !(db->e->tables_open & (1u << t))) {
         leave(db);
-        return AT_OK; /* no key can start with it */
+        return AT_OK; /* no key can start with it, or a table the file does not have yet */
     }
     MDB_txn *txn = NULL;
     at_status s = txn_begin(db, MDB_RDONLY, &txn);
@@ -1146,7 +1310,9 @@ at_status at_db_scan(at_db *db, const char *table, const char *prefix, at_db_vis
         if (strcmp(table, k_tables[i]) == 0) t = i;
     if (t < 0)
         return at_fail(AT_ERR_INVALID_ARG,
-                       "unknown database table '%s' (meta, results, best, binaries)", table);
+                       "unknown database table '%s' (meta, results, best, binaries, devices, "
+                       "checks)",
+                       table);
     visit_ctx c = {fn, user};
     return scan(db, t, prefix, visit, &c);
 }

@@ -1,5 +1,6 @@
 /* db.h — the LMDB store: meta, results (every measurement), best (per problem and device),
- * binaries (compiled code by hash). Keys are readable text so prefix scans and `db list` work. */
+ * binaries (compiled code by hash), devices (each device's identity) and checks (validations of
+ * configs measured elsewhere). Keys are readable text so prefix scans and `db list` work. */
 #ifndef AT_DB_H
 #define AT_DB_H
 
@@ -14,7 +15,7 @@
  * than its own; a minor change is one every reader of the same major handles by the record
  * rules (unknown fields skipped, missing optional ones defaulted). */
 #define AT_DB_SCHEMA       2
-#define AT_DB_SCHEMA_MINOR 0
+#define AT_DB_SCHEMA_MINOR 1
 
 typedef struct at_db at_db;
 
@@ -61,6 +62,13 @@ const char *at_db_readonly_reason(const at_db *db);
 /* The default path: $AUTOTUNE_DB, else $XDG_CACHE_HOME/autotune, else $HOME/.cache/autotune.
  * malloc'd. */
 char *at_db_default_path(void);
+/* The user's cache folder: $XDG_CACHE_HOME/autotune (an absolute $XDG_CACHE_HOME), else
+ * $HOME/.cache/autotune (the password entry's home without $HOME); NULL when there is none.
+ * malloc'd. The default database lives there; bundle layers under its layers/. */
+char *at_cache_dir(void);
+/* Marks db's directory as temporary: its files and the directory are removed when the last
+ * handle on it closes (a private copy nothing else opens). */
+void at_db_set_temporary(at_db *db);
 /* Opens the database at path (NULL: the default path) read-only, runs fn on it and closes it.
  * On failure the message goes to why (may be NULL); on success why is "" or the note of
  * at_db_skipped (records skipped as damaged), for the caller to print as a warning. For one-shot
@@ -91,6 +99,37 @@ at_status at_db_put_results(at_db *db, size_t n, char *const *keys, const at_res
  * or AT_ERR_DB_VERSION, with a message naming the key. */
 at_status at_db_get_result(at_db *db, const char *key, at_result_rec *out);
 
+/* The devices table (schema 2.1): the identity of the device with key device_key (as
+ * at_db_device_key makes it: the device part of the other keys; record.h), written when it
+ * tunes. Errors as at_db_put_results / at_db_get_result (AT_ERR_NOT_FOUND on a
+ * miss, also in a file older than 2.1). */
+at_status at_db_put_device(at_db *db, const char *device_key, const at_device_rec *r);
+at_status at_db_get_device(at_db *db, const char *device_key, at_device_rec *out);
+/* The checks table (schema 2.1): the outcome of validating a config tuned elsewhere on this
+ * device, a results record under the results key of this device. Errors as above. */
+at_status at_db_put_check(at_db *db, const char *result_key, const at_result_rec *r);
+at_status at_db_get_check(at_db *db, const char *result_key, at_result_rec *out);
+
+/* One write of at_db_put_texts: a record's text for a table of records ("results", "best",
+ * "devices", "checks"). */
+typedef struct at_db_text {
+    const char *table;
+    const char *key;
+    const char *text; /* "v2 ...", as the table's codec (record.h) writes it */
+} at_db_text;
+/* Decides, inside the write transaction, whether entry i replaces what its table holds at its
+ * key (stored: the text there, len bytes; NULL when there is none): 1 to write it, 0 to keep
+ * what is stored, a negative at_status (set with at_fail) to abort the whole batch. It must not
+ * call at_db functions; it may be called again for the same entries (the map grew). */
+typedef int (*at_db_decide_fn)(void *user, size_t i, const char *stored, size_t len);
+/* Writes the n entries that decide (NULL: all) accepts in one write transaction, all or none;
+ * *written (may be NULL): how many. Every text is parsed first: one that does not parse, an
+ * unknown table or a bad key is AT_ERR_INVALID_ARG naming it and nothing is written. A
+ * transaction that changes nothing leaves the file as it was (LMDB commits nothing). Errors as
+ * at_db_put_results. */
+at_status at_db_put_texts(at_db *db, size_t n, const at_db_text *w, at_db_decide_fn decide,
+                          void *user, size_t *written);
+
 /* Stores best unless the stored entry (same template hash) is faster and force is 0; a stored
  * entry that does not parse is replaced only with force (else AT_ERR_DB_CORRUPT). A record that
  * would not read back (a template hash that is not one bare token) is AT_ERR_INVALID_ARG. */
@@ -108,11 +147,12 @@ at_status at_db_put_binary(at_db *db, const char *hash, const void *bin, size_t 
  * or damaged): never handed out. */
 at_status at_db_get_binary(at_db *db, const char *hash, void **bin, size_t *len);
 
-/* Calls fn for every entry of table ("meta", "results", "best", "binaries") whose key starts
- * with prefix (NULL: all), in key order. value is the stored text as one line (records as
- * written, "v1 ..." or "v2 ...", control bytes as '?'; for binaries: "<n> bytes" of code, or
- * "<n> bytes, no header (autotune 0.1): compiled again"). A results or best record that does not
- * parse, or a binary whose header does not match, is skipped and counted (at_db_skipped). A
+/* Calls fn for every entry of table ("meta", "results", "best", "binaries", "devices",
+ * "checks") whose key starts with prefix (NULL: all), in key order. value is the stored text as
+ * one line (records as written, "v1 ..." or "v2 ...", control bytes as '?'; for binaries:
+ * "<n> bytes" of code, or "<n> bytes, no header (autotune 0.1): compiled again"). A record that
+ * does not parse, or a binary whose header does not match, is skipped and counted
+ * (at_db_skipped). A table the file does not have yet (devices and checks before 2.1) is empty. A
  * non-zero return from fn stops the scan. fn must not call other at_db functions on the same
  * database (they fail with AT_ERR_INVALID_ARG); unknown table: AT_ERR_INVALID_ARG. */
 typedef int (*at_db_visit_fn)(void *user, const char *key, const char *value);

@@ -73,6 +73,15 @@ char *at_db_best_key(const char *problem, const char *device)
     return join(parts, 2, 0, 0);
 }
 
+char *at_db_device_key(const char *device)
+{
+    /* The device part of a best key, without the problem before it. */
+    const char *parts[] = {"-", device};
+    char *key = join(parts, 2, 0, 0);
+    if (key) memmove(key, key + 2, strlen(key + 2) + 1);
+    return key;
+}
+
 char *at_db_results_prefix(const char *problem, const char *device, const char *thash)
 {
     const char *parts[] = {problem, device, thash};

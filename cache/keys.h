@@ -49,6 +49,9 @@ typedef struct at_best_key {
 char *at_db_result_key(const char *problem, const char *device, const char *thash,
                        const char *config);
 char *at_db_best_key(const char *problem, const char *device);
+/* The key of the devices table: the device as the other keys store it (shortened when long),
+ * malloc'd; NULL as for at_db_result_key. */
+char *at_db_device_key(const char *device);
 /* A prefix of results keys, malloc'd: "<problem>|" when device is NULL, "<problem>|<device>|"
  * when thash is NULL, else "<problem>|<device>|<thash>|". NULL as for at_db_result_key. */
 char *at_db_results_prefix(const char *problem, const char *device, const char *thash);

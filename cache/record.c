@@ -1,10 +1,12 @@
-/* record.c — the text records of the results and best tables (record.h): one field table per
- * record drives both the formatter and the tolerant parser, so the two cannot drift apart. */
+/* record.c — the text records of the results, best, checks and devices tables (record.h): one field
+ * table per record drives both the formatter and the tolerant parser, so the two cannot drift
+ * apart. */
 #define _POSIX_C_SOURCE 200809L
 #include "record.h"
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,7 @@ static const field k_result_fields[] = {
     FIELD(at_result_rec, compile_ms, "compile_ms", F_F64, 0),
     FIELD(at_result_rec, when, "when", F_I64, 0),
     FIELD(at_result_rec, reason, "reason", F_STR, 0),
+    FIELD(at_result_rec, template_name, "template", F_STR, 0), /* since 2.1 */
 };
 
 static const field k_best_fields[] = {
@@ -58,6 +61,18 @@ static const field k_best_fields[] = {
     FIELD(at_best_rec, driver, "driver", F_STR, 0),
     FIELD(at_best_rec, template_name, "template", F_STR, 0), /* since v2 */
     FIELD(at_best_rec, space, "space", F_COUNT, 0),          /* since v2 */
+};
+
+static const field k_device_fields[] = {
+    FIELD(at_device_rec, backend, "backend", F_TOKEN, 1),
+    FIELD(at_device_rec, name, "name", F_STR, 1),
+    FIELD(at_device_rec, vendor, "vendor", F_STR, 0),
+    FIELD(at_device_rec, arch, "arch", F_STR, 0),
+    FIELD(at_device_rec, family, "family", F_STR, 0),
+    FIELD(at_device_rec, units, "units", F_COUNT, 0),
+    FIELD(at_device_rec, driver, "driver", F_STR, 0),
+    FIELD(at_device_rec, compiler, "compiler", F_STR, 0),
+    FIELD(at_device_rec, when, "when", F_I64, 0),
 };
 
 #define NFIELDS(t) (sizeof t / sizeof t[0])
@@ -143,6 +158,11 @@ void at_result_rec_append(at_sbuf *b, const at_result_rec *r)
 void at_best_rec_append(at_sbuf *b, const at_best_rec *r)
 {
     append(b, k_best_fields, NFIELDS(k_best_fields), r);
+}
+
+void at_device_rec_append(at_sbuf *b, const at_device_rec *r)
+{
+    append(b, k_device_fields, NFIELDS(k_device_fields), r);
 }
 
 static void format_into(const at_sbuf *b, char *buf, size_t len)
@@ -363,4 +383,92 @@ at_status at_best_rec_parse(const char *text, size_t len, at_best_rec *out)
 {
     if (!text || !out) return at_fail(AT_ERR_INVALID_ARG, "at_best_rec_parse: NULL argument");
     return parse(text, len, k_best_fields, NFIELDS(k_best_fields), out, sizeof *out);
+}
+
+at_status at_device_rec_parse(const char *text, size_t len, at_device_rec *out)
+{
+    if (!text || !out) return at_fail(AT_ERR_INVALID_ARG, "at_device_rec_parse: NULL argument");
+    AT_TRY(parse(text, len, k_device_fields, NFIELDS(k_device_fields), out, sizeof *out));
+    if (!out->backend[0]) return bad("field backend is empty");
+    return AT_OK;
+}
+
+/* ---- device identity ---------------------------------------------------------------------- */
+
+/* The LLVM CPU name in a PoCL CPU device's name: its '-'-separated tokens after the first, while
+ * they hold no uppercase letter or space ("" when there is none). */
+static void pocl_cpu_name(const char *name, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *p = strchr(name, '-');
+    size_t n = 0;
+    while (p && p[1]) {
+        const char *tok = p + 1, *end = tok;
+        while (*end && *end != '-' && *end != ' ' && !(*end >= 'A' && *end <= 'Z')) end++;
+        if (end == tok || (*end && *end != '-')) break; /* empty, or an uppercase letter or space */
+        if (n + (size_t)(end - tok) + 2 > len) break;
+        if (n) out[n++] = '-';
+        memcpy(out + n, tok, (size_t)(end - tok));
+        n += (size_t)(end - tok);
+        out[n] = '\0';
+        p = *end ? end : NULL;
+    }
+}
+
+void at_device_rec_fill(at_device_rec *out, const char *backend, const char *platform,
+                        const char *name, const char *arch, int64_t units)
+{
+    snprintf(out->backend, sizeof out->backend, "%s", backend ? backend : "");
+    snprintf(out->name, sizeof out->name, "%s", name ? name : "");
+    snprintf(out->arch, sizeof out->arch, "%s", arch ? arch : "");
+    out->units = units > 0 ? units : 0;
+    const char *vendor = strcmp(out->backend, "cuda") == 0  ? "NVIDIA"
+                         : strcmp(out->backend, "hip") == 0 ? "AMD"
+                         : platform                         ? platform
+                                                            : "";
+    snprintf(out->vendor, sizeof out->vendor, "%s", vendor);
+    out->family[0] = '\0';
+    if (out->arch[0])
+        snprintf(out->family, sizeof out->family, "%s", out->arch);
+    else if (platform && strcmp(platform, "Portable Computing Language") == 0)
+        pocl_cpu_name(out->name, out->family, sizeof out->family);
+    if (!out->family[0]) snprintf(out->family, sizeof out->family, "%s", out->name);
+}
+
+void at_device_rec_from_key(const char *device_key, at_device_rec *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *key = device_key ? device_key : "";
+    /* The parts: backend / second / middle... / last parts (units and, for hip, lds and w). */
+    const char *s1 = strchr(key, '/');
+    char backend[16] = "", second[256] = "", name[256] = "";
+    snprintf(backend, sizeof backend, "%.*s", (int)(s1 ? s1 - key : (ptrdiff_t)strlen(key)), key);
+    const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+    /* Where the name ends: before the units (and, for hip, lds and w). */
+    const char *end = key + strlen(key);
+    int tail = strcmp(backend, "hip") == 0 ? 3 : 1;
+    for (int i = 0; i < tail && s2; i++) {
+        const char *q = end;
+        while (q > s2 && q[-1] != '/') q--;
+        if (q <= s2 + 1) {
+            end = NULL;
+            break;
+        }
+        end = q - 1;
+    }
+    int64_t units = 0;
+    if (s2 && end) {
+        const char *u = end + 1;
+        size_t ul = strcspn(u, "/");
+        char ubuf[24] = "";
+        if (ul < sizeof ubuf) memcpy(ubuf, u, ul), ubuf[ul] = '\0';
+        if (at_parse_i64(ubuf, 0, INT64_MAX, &units) != 0) units = 0;
+        snprintf(second, sizeof second, "%.*s", (int)(s2 - s1 - 1), s1 + 1);
+        snprintf(name, sizeof name, "%.*s", (int)(end - s2 - 1), s2 + 1);
+    } else if (s1) {
+        snprintf(name, sizeof name, "%s", s1 + 1);
+    }
+    int opencl = strcmp(backend, "opencl") == 0;
+    int gpu = strcmp(backend, "cuda") == 0 || strcmp(backend, "hip") == 0;
+    at_device_rec_fill(out, backend, opencl ? second : NULL, name, gpu ? second : "", units);
 }

@@ -1,6 +1,6 @@
-/* record.h — the values of the results and best tables: self-describing, versioned one-line
- * text records ("v2 status=ok median_us=12.5 ... reason=\"\""), their formatter and their
- * tolerant parser (docs/database.md). */
+/* record.h — the values of the results, best, checks and devices tables: self-describing,
+ * versioned one-line text records ("v2 status=ok median_us=12.5 ... reason=\"\""), their
+ * formatter and their tolerant parser (docs/database.md). */
 #ifndef AT_RECORD_H
 #define AT_RECORD_H
 
@@ -35,8 +35,9 @@ typedef struct at_result_rec {
     int early_stop;                   /* 1: stopped timing early, clearly slower than the best */
     double max_rel_error;             /* against the reference; 0 when not checked */
     double compile_ms;
-    int64_t when;     /* unix time */
-    char reason[512]; /* "" for ok; the first line(s) of the error otherwise */
+    int64_t when;           /* unix time */
+    char reason[512];       /* "" for ok; the first line(s) of the error otherwise */
+    char template_name[64]; /* the template's name ("gemm"); "" in records older than 2.1 */
 } at_result_rec;
 
 typedef struct at_best_rec {
@@ -50,9 +51,40 @@ typedef struct at_best_rec {
     int64_t space;          /* valid configurations of the space when tuned; 0: unknown */
 } at_best_rec;
 
+/* A device's identity (the devices table, schema 2.1): what the fallback chain compares
+ * (family, vendor) and what a bundle ships with each record. */
+typedef struct at_device_rec {
+    char backend[16]; /* "opencl", "cuda", "hip" */
+    char name[256];   /* the device name */
+    char vendor[256]; /* "NVIDIA" (cuda), "AMD" (hip), the OpenCL platform name (opencl) */
+    char arch[64];    /* compile target ("sm_90a", "gfx90a"), "" for OpenCL */
+    char family[64];  /* what "same architecture" compares (at_device_rec_fill) */
+    int64_t units;    /* compute units */
+    char driver[256]; /* driver version */
+    char compiler[256];
+    int64_t when; /* unix time it was written */
+} at_device_rec;
+
+/* Fills the identity of a device of backend ("cuda", "hip", "opencl") from what its key holds:
+ * platform (OpenCL's platform name, "" elsewhere), name, arch and units; vendor and family
+ * follow from them, the same for a record made from a key and one made from a live device:
+ * - vendor: "NVIDIA" for cuda, "AMD" for hip, the platform name for opencl;
+ * - family: the arch when there is one; for a PoCL CPU device the LLVM CPU name in its name
+ *   ("pthread-skylake-avx512-Intel(R) Xeon(R) ..." -> "skylake-avx512": the '-'-separated
+ *   tokens after the first, while they hold no uppercase letter or space); else the name.
+ * driver, compiler and when are left as they are. */
+void at_device_rec_fill(at_device_rec *out, const char *backend, const char *platform,
+                        const char *name, const char *arch, int64_t units);
+/* What a device key alone says: "cuda/<arch>/<name>/<units>",
+ * "hip/<arch>/<name>/<units>/lds<n>/w<n>", "opencl/<platform>/<name>/<units>" (a name may hold
+ * '/'); driver and compiler "", when 0. A key of another backend reads as
+ * "<backend>/<x>/<name>/<units>" with no vendor or arch. */
+void at_device_rec_from_key(const char *device_key, at_device_rec *out);
+
 /* Appends the record's text (one line, no newline; "v2 name=value ..."). */
 void at_result_rec_append(at_sbuf *b, const at_result_rec *r);
 void at_best_rec_append(at_sbuf *b, const at_best_rec *r);
+void at_device_rec_append(at_sbuf *b, const at_device_rec *r);
 /* The same into buf (truncated, always NUL-terminated; "" for a NULL record). */
 void at_result_rec_format(const at_result_rec *r, char *buf, size_t len);
 void at_best_rec_format(const at_best_rec *r, char *buf, size_t len);
@@ -65,5 +97,7 @@ void at_best_rec_format(const at_best_rec *r, char *buf, size_t len);
  * the key (the caller adds it). */
 at_status at_result_rec_parse(const char *text, size_t len, at_result_rec *out);
 at_status at_best_rec_parse(const char *text, size_t len, at_best_rec *out);
+/* Required: backend and name. */
+at_status at_device_rec_parse(const char *text, size_t len, at_device_rec *out);
 
 #endif

@@ -398,6 +398,64 @@ at_status at_db_export_kernel_tuner(const char *path, const char *problem, const
                                     const char *template_hash, const char *out_path, char *why,
                                     size_t whylen);
 
+/* ---- bundles: databases that travel (docs/shipping.md) ------------------------------------ */
+
+/* Which of two records with the same key an import or merge keeps. */
+typedef enum at_prefer {
+    AT_PREFER_FASTER = 0,  /* trusted first, then the smaller time, the newer, the smaller text */
+    AT_PREFER_NEWER = 1,   /* the newer `when`, ties as AT_PREFER_FASTER */
+    AT_PREFER_EXISTING = 2 /* what the destination holds; AT_PREFER_FASTER among the inputs */
+} at_prefer;
+
+/* Counts of results and best entries: one per key once the inputs' duplicates are resolved,
+ * imported + kept + unchanged. Device records are counted apart. */
+typedef struct at_import_report {
+    int64_t records;   /* results and best entries read from the inputs */
+    int64_t imported;  /* written to the destination */
+    int64_t kept;      /* the destination's own record kept (it wins by the rule) */
+    int64_t unchanged; /* the same record was there already */
+    int64_t devices;   /* device records written (a newer identity of a device) */
+    int64_t reserved[4];
+} at_import_report;
+
+/* Writes the database at path (NULL: the default) as a bundle at out_path ("-": stdout):
+ * gzip-compressed JSON Lines, a header line then one line per result and best entry in key
+ * order, each with its device's identity and its template's name and hash. op (NULL: all)
+ * keeps one operation's records; device (NULL: all) an fnmatch pattern matched against the
+ * device key and the device name; best_only leaves the results out. *records (may be NULL):
+ * how many were written. AT_ERR_IO, AT_ERR_DB*, with the detail in *why; on AT_OK *why is "" or
+ * names damaged records left out. */
+at_status at_db_export_bundle(const char *path, const char *out_path, const char *op,
+                              const char *device, int best_only, int64_t *records, char *why,
+                              size_t whylen);
+/* Imports the bundles or databases inputs[0..n) (told apart by content; "-": a bundle on stdin)
+ * into the database at path (NULL: the default; created when missing): every input is read and
+ * checked first (a malformed, truncated or newer bundle, a record of an operation this library
+ * does not know: AT_ERR_INVALID_ARG naming the file and line, and nothing is written), then
+ * everything is written in one transaction by the rule prefer chooses. Importing the same
+ * records twice writes nothing. `db import` is n = 1, `db merge` n >= 1. */
+at_status at_db_import(const char *path, const char *const *inputs, size_t n, at_prefer prefer,
+                       at_import_report *report, char *why, size_t whylen);
+
+/* Records of a database counted by operation, device and template. */
+typedef struct at_db_count {
+    char name[640];         /* the operation, device key or template name ("" unknown) */
+    int64_t results_ok;     /* results measured ok */
+    int64_t results_failed; /* results of a failed candidate */
+    int64_t best;           /* best entries */
+} at_db_count;
+
+typedef struct at_db_stats {
+    at_db_count total;
+    at_db_count *ops, *devices, *templates; /* malloc'd, sorted by name */
+    size_t nops, ndevices, ntemplates;
+    int64_t reserved[8];
+} at_db_stats;
+
+/* Counts the records of the database at path (NULL: the default). Errors as at_db_visit. */
+at_status at_db_stats_read(const char *path, at_db_stats *out, char *why, size_t whylen);
+void at_db_stats_clear(at_db_stats *s); /* frees the arrays */
+
 /* ---- operations: any problem, generically -------------------------------------------------
  * Every operation (GEMM, ...) is described by its fields, so tools and bindings can build a
  * problem from text (a CLI option, a shape list) and tune, get and launch it without knowing the

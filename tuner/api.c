@@ -238,9 +238,7 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
     /* The read-only layers: what cannot be opened is skipped (at_context_warnings says why). */
     if (s == AT_OK) s = at_layers_open(&ctx->layers, ctx->db, ctx->db_path, o.db_search_path);
     if (s == AT_OK) s = memo_create(ctx);
-    if (s == AT_OK)
-        at_device_family_of_key(ctx->info.key, ctx->family, sizeof ctx->family, ctx->vendor,
-                                sizeof ctx->vendor);
+    if (s == AT_OK) at_device_rec_from_info(&ctx->info, "", &ctx->id);
     if (s == AT_OK) s = ctx->ops->open(o.device, &ctx->dev);
     ctx->device_index = o.device;
     ctx->compile_threads = o.compile_threads;
@@ -309,14 +307,8 @@ static at_status resolved(const at_problem *p, at_problem **out)
     return s;
 }
 
-/* 1 if results tuned with the template version `hash` hold for t: its own, or one it supersedes
- * (an earlier version of the same code and space). */
-static int trusts(const at_template *t, const char *hash)
-{
-    return strcmp(t->hash, hash) == 0 ||
-           (t->space->nsupersedes &&
-            at_space_lists(t->space->supersedes, t->space->nsupersedes, hash, 0));
-}
+/* 1 if results tuned with the template version `hash` hold for t (at_template_trusts). */
+static int trusts(const at_template *t, const char *hash) { return at_template_trusts(t, hash); }
 
 /* ---- the fallback chain (docs/shipping.md) -------------------------------------------------- */
 
@@ -369,12 +361,13 @@ static int cand_cmp(const void *va, const void *vb)
 static int device_level(const at_context *ctx, at_key_part dev)
 {
     if (at_key_part_is(dev, ctx->info.key)) return LV_NEAREST;
-    char *d = at_key_part_dup(dev), family[256], vendor[256];
+    char *d = at_key_part_dup(dev);
     if (!d) return -1;
-    at_device_family_of_key(d, family, sizeof family, vendor, sizeof vendor);
+    at_device_rec id;
+    at_device_rec_from_key(d, &id);
     free(d);
-    if (strcmp(family, ctx->family) == 0) return LV_ARCH;
-    return strcmp(vendor, ctx->vendor) == 0 ? LV_VENDOR : -1;
+    if (strcmp(id.family, ctx->id.family) == 0) return LV_ARCH;
+    return strcmp(id.vendor, ctx->id.vendor) == 0 ? LV_VENDOR : -1;
 }
 
 static at_status cands_push(cands *cs, size_t db, const char *key, int level, double dist)
@@ -477,12 +470,22 @@ static int config_passes(at_context *ctx, at_template *t, const at_problem *p, c
     snprintf(key, sizeof key, "C|%s|%s|%s", sig, t->hash, config);
     at_status st;
     if (memo_get(ctx, key, &st, NULL)) return st == AT_OK;
+    /* Checked before by any process: the user's checks table. */
+    rkey = at_db_result_key(pkey, ctx->info.key, t->hash, config);
+    int known = rkey && at_db_get_check(ctx->db, rkey, &r) == AT_OK;
+    at_errclear();
     /* The problem itself, not a smaller one: whether a config is right depends on the shape
      * (edge tiles, split-K remainders, alignment), which is what the check is for. */
-    if (at_config_run(ctx, t, p, config, 0, &r) != AT_OK) {
+    if (!known && at_config_run(ctx, t, p, config, 0, &r) != AT_OK) {
         at_errclear(); /* the run could not be made: not remembered, not an answer */
+        free(rkey);
         return 0;
     }
+    /* Stored so it is done once (a read-only database: for this process only). */
+    if (!known && rkey && !at_db_readonly_reason(ctx->db) &&
+        at_db_put_check(ctx->db, rkey, &r) != AT_OK)
+        at_errclear();
+    free(rkey);
     memo_put(ctx, key, pkey, r.status == AT_RS_OK ? AT_OK : AT_ERR_NO_VALID_CONFIG, NULL);
     return r.status == AT_RS_OK;
 }

@@ -1,8 +1,9 @@
 /* layers.c — the search path of read-only databases after the user's (docs/shipping.md): its
- * entries found and opened once per context without writing anything to them, and device
- * families and vendors from device keys. */
+ * entries found and opened once per context without writing anything to them. */
 #define _GNU_SOURCE
 #include "tuner/layers.h"
+
+#include "cache/bundle.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -34,13 +35,12 @@ static int is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* A bundle file as a layer: imported once into a private read-only database (the bundle's
- * at_bundle_layer_open). This build reads no bundles yet: the entry is skipped with a warning. */
+/* A bundle file as a layer: imported once into a private read-only copy (cache/bundle.h). */
 static at_status open_bundle(const char *path, at_db **db)
 {
-    (void)path;
-    *db = NULL;
-    return at_fail(AT_ERR_UNSUPPORTED, "bundle files are not read by this build");
+    char why[1024] = "";
+    at_status s = at_bundle_layer_open(path, db, why, sizeof why);
+    return s == AT_OK ? s : at_fail(s, "%s", why);
 }
 
 static at_status push(at_layers *l, at_db *db, const char *path)
@@ -150,60 +150,4 @@ void at_layers_close(at_layers *l)
     free(l->path);
     at_sb_free(&l->warn);
     memset(l, 0, sizeof *l);
-}
-
-/* ---- device identities ------------------------------------------------------------------- */
-
-/* The LLVM CPU name in a PoCL device name ("pthread-skylake-avx512-Intel(R) Xeon(R) ..." gives
- * "skylake-avx512"): the '-'-separated words after the driver's, up to the first that holds an
- * upper-case letter or a space (where the CPU's model name starts). 0 if it is not one. */
-static int pocl_cpu(const char *name, size_t n, char *out, size_t len)
-{
-    const char *p = NULL;
-    if (n > 8 && strncmp(name, "pthread-", 8) == 0) p = name + 8;
-    if (n > 4 && strncmp(name, "cpu-", 4) == 0) p = name + 4;
-    if (!p) return 0;
-    const char *end = p, *e = name + n;
-    while (end < e) {
-        const char *w = end == p ? p : end + 1, *we = w;
-        int plain = 1;
-        while (we < e && *we != '-') {
-            if ((*we >= 'A' && *we <= 'Z') || *we == ' ' || *we == '(') plain = 0;
-            we++;
-        }
-        if (!plain || we == w) break;
-        end = we;
-    }
-    if (end == p) return 0;
-    snprintf(out, len, "%.*s", (int)(end - p), p);
-    return 1;
-}
-
-void at_device_family_of_key(const char *key, char *family, size_t flen, char *vendor, size_t vlen)
-{
-    /* backend / (platform or arch) / ... name / units */
-    const char *b = strchr(key, '/');
-    const char *last = strrchr(key, '/');
-    const char *name = last;
-    while (name && name > key && name[-1] != '/') name--;
-    if (!b || !last || last == b || !name || name <= b) {
-        snprintf(family, flen, "%s", key);
-        snprintf(vendor, vlen, "%s", key);
-        return;
-    }
-    const char *second = b + 1, *second_end = strchr(second, '/');
-    size_t blen = (size_t)(b - key), namelen = (size_t)(last - name);
-    if (blen == 6 && strncmp(key, "opencl", 6) == 0) {
-        snprintf(vendor, vlen, "%.*s", (int)(second_end - second), second);
-        if (!pocl_cpu(name, namelen, family, flen))
-            snprintf(family, flen, "%.*s", (int)namelen, name);
-        return;
-    }
-    snprintf(vendor, vlen, "%s",
-             blen == 4 && strncmp(key, "cuda", 4) == 0  ? "NVIDIA"
-             : blen == 3 && strncmp(key, "hip", 3) == 0 ? "AMD"
-                                                        : "");
-    if (!vendor[0]) snprintf(vendor, vlen, "%.*s", (int)blen, key);
-    size_t alen = strcspn(second, ":/"); /* gfx90a:sramecc+:xnack- is a gfx90a */
-    snprintf(family, flen, "%.*s", (int)alen, second);
 }

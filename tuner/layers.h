@@ -1,6 +1,6 @@
 /* layers.h — the databases a context reads (docs/shipping.md, "Layered lookup"): the user's
  * (writable) first, then the read-only layers of the search path, opened once per context and
- * never written; and the device identities ("family", "vendor") the fallback chain compares. */
+ * never written. */
 #ifndef AT_LAYERS_H
 #define AT_LAYERS_H
 
@@ -22,10 +22,5 @@ typedef struct at_layers {
  * an earlier layer is skipped. Fails only when out of memory. */
 at_status at_layers_open(at_layers *l, at_db *user, const char *user_path, const char *search_path);
 void at_layers_close(at_layers *l);
-
-/* A device's "family" (what same-architecture compares: the compile target for CUDA and HIP
- * without its feature suffix, the LLVM CPU name of a PoCL device, else the device name) and
- * "vendor" (cuda: NVIDIA, hip: AMD, OpenCL: the platform), from its database key. */
-void at_device_family_of_key(const char *key, char *family, size_t flen, char *vendor, size_t vlen);
 
 #endif

@@ -326,6 +326,13 @@ at_status at_template_load(const char *name, const char *backend, at_template **
     return load_path(path, backend, out);
 }
 
+int at_template_trusts(const at_template *t, const char *hash)
+{
+    return strcmp(t->hash, hash) == 0 ||
+           (t->space->nsupersedes &&
+            at_space_lists(t->space->supersedes, t->space->nsupersedes, hash, 0));
+}
+
 /* Appends word to the ", "-separated list in out unless it is there already. */
 static void add_unique(char *out, size_t len, const char *word)
 {

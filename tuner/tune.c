@@ -167,6 +167,7 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
     }
     rec->when = when; /* after the measurement, which sets the whole record */
     rec->compile_ms = j->compile_ms;
+    snprintf(rec->template_name, sizeof rec->template_name, "%s", d->t->name);
     char *key = st == AT_OK
                     ? at_db_result_key(d->problem_key, d->ctx->info.key, d->t->hash, j->config)
                     : NULL;
@@ -282,10 +283,17 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         st = at_fail(AT_ERR_DB, "the database %s cannot store what a tuning run measures (%s)",
                      at_db_path(ctx->db), at_db_readonly_reason(ctx->db));
     } else {
+        /* The device's identity, once per run, for bundles and the fallback chain. */
+        at_device_rec drec;
+        at_device_rec_from_info(&ctx->info, ctx->ops->compiler_version(ctx->dev), &drec);
+        drec.when = at_unix_time();
+        char *dkey = at_db_device_key(ctx->info.key);
+        st = dkey ? at_db_put_device(ctx->db, dkey, &drec) : AT_ERR_INVALID_ARG;
+        free(dkey);
         int nthreads = at_compile_threads(ctx);
         dev.ev = (at_evaluator){device_submit, device_next, (size_t)nthreads * 2, ctx->info.is_cpu};
         dev.queue = calloc(dev.ev.lookahead, sizeof *dev.queue);
-        if (!dev.queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        if (st == AT_OK && !dev.queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
         if (st == AT_OK) st = at_runner_open(&dev.runner, ctx, p, opts->cancel);
         if (st == AT_OK) st = at_pool_start(ctx, t->source, s->kernel, nthreads, &dev.pool);
     }

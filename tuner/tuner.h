@@ -21,14 +21,18 @@ struct at_context {
     int compile_threads;
     int device_index;
     char last_error[4096];
-    at_layers layers; /* db, then the read-only layers of the search path */
-    char family[256]; /* this device's family and vendor (at_device_family_of_key) */
-    char vendor[256];
+    at_layers layers;     /* db, then the read-only layers of the search path */
+    at_device_rec id;     /* this device's identity: its family and vendor for the chain */
     struct at_memo *memo; /* lookups and checks answered in this process (api.c) */
 };
 
 /* Records the thread's last detailed message on the context and returns s. */
 at_status at_ctx_fail(at_context *ctx, at_status s);
+
+/* The identity of a live device for the devices table: backend, name, arch and units from
+ * info, vendor and family as at_device_rec_fill makes them from a key (an OpenCL device's
+ * vendor is its platform name), info's driver, compiler; when 0. */
+void at_device_rec_from_info(const at_device_info *info, const char *compiler, at_device_rec *out);
 
 /* ---- element types ------------------------------------------------------------------------- */
 
@@ -56,6 +60,9 @@ typedef struct at_template {
  * copies embedded at build time. AT_ERR_TEMPLATE if there is no such template. */
 at_status at_template_load(const char *name, const char *backend, at_template **out);
 void at_template_free(at_template *t);
+/* 1 if results tuned with the template version hash hold for t: its own, or one it supersedes
+ * (an earlier version of the same code and space). */
+int at_template_trusts(const at_template *t, const char *hash);
 /* The template for problem p on a device (backend and compile target of info): the one named
  * (checked to implement p's operation and element type there; AT_ERR_INVALID_ARG otherwise),
  * else the highest `priority:` of those that apply (AT_ERR_UNSUPPORTED, naming what there is,

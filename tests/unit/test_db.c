@@ -139,7 +139,7 @@ static void test_open_create(void **state)
     assert_string_equal(c.keys[1], "schema");
     assert_string_equal(c.values[1], "2");
     assert_string_equal(c.keys[2], "schema_minor");
-    assert_string_equal(c.values[2], "0");
+    assert_string_equal(c.values[2], "1");
     at_db_close(db);
     at_db_close(NULL);
 
@@ -903,6 +903,167 @@ static void meta_value(at_db *db, const char *key, char *out, size_t len)
         if (strcmp(c.keys[i], key) == 0) snprintf(out, len, "%s", c.values[i]);
 }
 
+/* Schema 2.1: a results record names its template; one without (2.0) still reads. */
+static void test_result_template(void **state)
+{
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    at_result_rec r = sample_result(0), back;
+    snprintf(r.template_name, sizeof r.template_name, "gemm_mma");
+    char *key = "p|d|h|A=1";
+    assert_int_equal(at_db_put_results(db, 1, &key, &r), AT_OK);
+    assert_int_equal(at_db_get_result(db, key, &back), AT_OK);
+    assert_string_equal(back.template_name, "gemm_mma");
+    char text[4096];
+    at_result_rec_format(&r, text, sizeof text);
+    assert_non_null(strstr(text, " template=\"gemm_mma\""));
+    const char *old = "v2 status=ok median_us=2 when=5 reason=\"\"";
+    assert_int_equal(at_result_rec_parse(old, strlen(old), &back), AT_OK);
+    assert_string_equal(back.template_name, "");
+    assert_true(back.median_us == 2.0);
+    /* checks: results records of their own table */
+    assert_int_equal(at_db_get_check(db, key, &back), AT_ERR_NOT_FOUND);
+    r.status = AT_RS_WRONG_RESULT;
+    assert_int_equal(at_db_put_check(db, key, &r), AT_OK);
+    assert_int_equal(at_db_get_check(db, key, &back), AT_OK);
+    assert_int_equal(back.status, AT_RS_WRONG_RESULT);
+    assert_int_equal(at_db_get_result(db, key, &back), AT_OK);
+    assert_int_equal(back.status, AT_RS_OK);
+    collect c = {0};
+    assert_int_equal(at_db_scan(db, "checks", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 1);
+    assert_string_equal(c.keys[0], key);
+    at_db_close(db);
+    free(path);
+}
+
+static void test_device_rec(void **state)
+{
+    at_device_rec d;
+    at_device_rec_from_key("cuda/sm_90a/NVIDIA H100 80GB HBM3/132", &d);
+    assert_string_equal(d.backend, "cuda");
+    assert_string_equal(d.arch, "sm_90a");
+    assert_string_equal(d.family, "sm_90a");
+    assert_string_equal(d.name, "NVIDIA H100 80GB HBM3");
+    assert_string_equal(d.vendor, "NVIDIA");
+    assert_int_equal(d.units, 132);
+    assert_string_equal(d.driver, "");
+    at_device_rec_from_key("hip/gfx90a/AMD Instinct MI210/104/lds65536/w64", &d);
+    assert_string_equal(d.backend, "hip");
+    assert_string_equal(d.arch, "gfx90a");
+    assert_string_equal(d.family, "gfx90a");
+    assert_string_equal(d.name, "AMD Instinct MI210");
+    assert_string_equal(d.vendor, "AMD");
+    assert_int_equal(d.units, 104);
+    const char *pocl = "opencl/Portable Computing Language/"
+                       "pthread-skylake-avx512-Intel(R) Xeon(R) Processor @ 2.1GHz/2";
+    at_device_rec_from_key(pocl, &d);
+    assert_string_equal(d.backend, "opencl");
+    assert_string_equal(d.arch, "");
+    assert_string_equal(d.vendor, "Portable Computing Language");
+    assert_string_equal(d.name, "pthread-skylake-avx512-Intel(R) Xeon(R) Processor @ 2.1GHz");
+    assert_string_equal(d.family, "skylake-avx512");
+    assert_int_equal(d.units, 2);
+    at_device_rec_from_key("opencl/Portable Computing Language/cpu-haswell-AMD EPYC/16", &d);
+    assert_string_equal(d.family, "haswell");
+    /* a name with '/' in it; another platform: the family is the name */
+    at_device_rec_from_key("opencl/NVIDIA CUDA/GeForce A/B/46", &d);
+    assert_string_equal(d.name, "GeForce A/B");
+    assert_string_equal(d.vendor, "NVIDIA CUDA");
+    assert_string_equal(d.family, "GeForce A/B");
+    assert_int_equal(d.units, 46);
+    at_device_rec_from_key("nonsense", &d);
+    assert_string_equal(d.backend, "nonsense");
+    assert_string_equal(d.name, "");
+
+    /* The record's text, and through the table. */
+    at_device_rec_from_key(pocl, &d);
+    snprintf(d.driver, sizeof d.driver, "3.1 \"debian\"");
+    snprintf(d.compiler, sizeof d.compiler, "OpenCL C 1.2");
+    d.when = 1796095646;
+    at_sbuf b = {0};
+    at_device_rec_append(&b, &d);
+    assert_true(strncmp(at_sb_str(&b), "v2 backend=opencl name=\"pthread-", 32) == 0);
+    at_device_rec back;
+    assert_int_equal(at_device_rec_parse(b.p, b.n, &back), AT_OK);
+    assert_memory_equal(&back, &d, sizeof d);
+    at_sb_free(&b);
+    const char *bad = "v2 name=\"x\"";
+    assert_int_equal(at_device_rec_parse(bad, strlen(bad), &back), AT_ERR_DB_CORRUPT);
+    assert_non_null(strstr(at_errmsg(), "backend"));
+
+    char *path = sub(state, "db");
+    at_db *db = open_ok(path);
+    char *key = at_db_device_key(pocl + 0);
+    assert_string_equal(key, pocl);
+    assert_int_equal(at_db_get_device(db, key, &back), AT_ERR_NOT_FOUND);
+    assert_int_equal(at_db_put_device(db, key, &d), AT_OK);
+    memset(&back, 0, sizeof back);
+    assert_int_equal(at_db_get_device(db, key, &back), AT_OK);
+    assert_memory_equal(&back, &d, sizeof d);
+    free(key);
+    /* A long device key is stored as the other keys store it. */
+    char lng[400];
+    memset(lng, 'x', sizeof lng - 1);
+    lng[sizeof lng - 1] = '\0';
+    key = at_db_device_key(lng);
+    assert_int_equal(strlen(key), AT_KEY_PART_MAX);
+    char *bkey = at_db_best_key("p", lng);
+    assert_string_equal(bkey + 2, key);
+    free(bkey);
+    free(key);
+    at_db_close(db);
+    free(path);
+}
+
+/* A file of schema 2.0 has no devices or checks table: they read as empty, and the first write
+ * creates them and moves the minor to 1. */
+static void test_minor_upgrade(void **state)
+{
+    char *path = sub(state, "db");
+    assert_int_equal(mkdir(path, 0777), 0);
+    raw_put(path, "meta", "schema", "2");
+    raw_put(path, "meta", "schema_minor", "0");
+    raw_put(path, "meta", "created_by", "autotune 0.2.0");
+    raw_put(path, "results", "p|d|h|A=1", "v2 status=ok median_us=3 reason=\"\"");
+    raw_put(path, "best", "p|d", "v2 config=\"A=1\" hash=h");
+    raw_put(path, "binaries", "0123456789abcdef", "old");
+    char *file = sub(state, "db/data.mdb");
+    size_t n = 0;
+    char *before = slurp(file, &n);
+    at_db *db = NULL;
+    assert_int_equal(at_db_open(path, AT_DB_READONLY, &db), AT_OK);
+    at_device_rec d;
+    at_result_rec r;
+    assert_int_equal(at_db_get_device(db, "d", &d), AT_ERR_NOT_FOUND);
+    assert_int_equal(at_db_get_check(db, "p|d|h|A=1", &r), AT_ERR_NOT_FOUND);
+    collect c = {0};
+    assert_int_equal(at_db_scan(db, "devices", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(at_db_scan(db, "checks", NULL, collect_fn, &c), AT_OK);
+    assert_int_equal(c.n, 0);
+    at_db_close(db);
+    db = open_ok(path);
+    at_db_close(db);
+    assert_file_is(file, before, n); /* opening wrote nothing */
+    db = open_ok(path);
+    at_device_rec_from_key("cuda/sm_80/A100/108", &d);
+    assert_int_equal(at_db_put_device(db, "d", &d), AT_OK);
+    assert_int_equal(at_db_get_device(db, "d", &d), AT_OK);
+    assert_string_equal(d.family, "sm_80");
+    char v[32];
+    meta_value(db, "schema_minor", v, sizeof v);
+    assert_string_equal(v, "1");
+    assert_int_equal(at_db_get_result(db, "p|d|h|A=1", &r), AT_OK);
+    assert_int_equal(at_db_put_check(db, "p|d|h|A=1", &r), AT_OK);
+    at_db_close(db);
+    db = open_ok(path);
+    assert_int_equal(at_db_get_check(db, "p|d|h|A=1", &r), AT_OK);
+    at_db_close(db);
+    free(before);
+    free(file);
+    free(path);
+}
+
 /* Sets meta/schema of the database at path (not open here) and checks that a read-write and a
  * read-only open both refuse it with AT_ERR_DB_VERSION and a message naming the file and
  * holding want, leaving data.mdb byte-for-byte as it was. */
@@ -1148,6 +1309,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_record_tolerant, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_best_new_fields, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_newer_schema, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_result_template, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_device_rec, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_minor_upgrade, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_foreign_lmdb, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_unwritable_path, make_tmp, remove_tmp),
         cmocka_unit_test(test_default_path),

@@ -294,7 +294,7 @@ static void test_read_write(void **state)
     char *rkey = at_db_result_key(PROBLEM_A, device, old.template_hash, config);
     assert_int_equal(at_db_put_results(db, 1, &rkey, &r), AT_OK);
     assert_string_equal(shown(db, "meta", "schema", &fv), "2");
-    assert_string_equal(shown(db, "meta", "schema_minor", &fv), "0");
+    assert_string_equal(shown(db, "meta", "schema_minor", &fv), "1");
     assert_string_equal(shown(db, "meta", "created_by", &fv), "autotune 0.1.0");
     assert_true(strncmp(shown(db, "results", rkey, &fv), "v2 status=ok ", 13) == 0);
 

@@ -136,10 +136,10 @@ static int setup(void **state)
      * from the rest of the key); one of this vendor only: another CPU name. */
     const char *units = strrchr(g_dev, '/');
     snprintf(g_family_dev, sizeof g_family_dev, "%.*s/1002", (int)(units - g_dev), g_dev);
-    char family[256], vendor[256];
-    at_device_family_of_key(g_dev, family, sizeof family, vendor, sizeof vendor);
+    at_device_rec id;
+    at_device_rec_from_key(g_dev, &id);
     snprintf(g_vendor_dev, sizeof g_vendor_dev, "%s/%s/pthread-zzcpu-Another CPU/4",
-             at_context_backend(ctx), vendor);
+             at_context_backend(ctx), id.vendor);
     at_template *t = NULL;
     assert_int_equal(at_template_load("gemm", "opencl", &t), AT_OK);
     snprintf(g_gemm_hash, sizeof g_gemm_hash, "%s", t->hash);

@@ -370,6 +370,18 @@ static void test_statuses_flush_and_recycle(void **state)
                      (long)expect[i]);
     }
 
+    /* Schema 2.1: every result names its template; the device's identity is stored. */
+    const char *tmpl[2] = {"template=\"gemm\"", 0};
+    assert_int_equal(at_db_scan(ctx.db, "results", "gemm/f32/nn/9x7x5|", count_status, tmpl),
+                     AT_OK);
+    assert_int_equal((intptr_t)tmpl[1], 8);
+    at_device_rec dev;
+    assert_int_equal(at_db_get_device(ctx.db, "fake/gpu/1", &dev), AT_OK);
+    assert_string_equal(dev.backend, "fake");
+    assert_string_equal(dev.name, "fake GPU");
+    assert_string_equal(dev.compiler, "fake 1");
+    assert_true(dev.when > 0);
+
     /* A second run measures nothing: the crashed candidate is not run again. */
     int launches = g_launches;
     o.force = 0;

@@ -64,10 +64,11 @@ typedef struct opts {
     int force, json, list, help;
     const char *problem, *device_key, *template_hash, *output; /* db export */
     int kernel_tuner;
-    int no_tune;              /* OP --no-tune */
-    const char *op;           /* db verify --op */
-    const char *max_slowdown; /* db verify */
-    int retune;               /* db verify */
+    int no_tune;                  /* OP --no-tune */
+    const char *max_slowdown;     /* db verify */
+    int retune;                   /* db verify */
+    const char *op_name, *prefer; /* db export, import, merge, verify */
+    int best_only;
 } opts;
 
 typedef enum {
@@ -97,8 +98,11 @@ typedef struct opt_spec {
 
 static const char *const g_backends[] = {"auto", "cuda", "hip", "opencl", NULL};
 static const char *const *backend_names(void) { return g_backends; }
-static const char *const g_tables[] = {"best", "results", "binaries", "meta", NULL};
+static const char *const g_tables[] = {"best",    "results", "binaries", "meta",
+                                       "devices", "checks",  NULL};
 static const char *const *table_names(void) { return g_tables; }
+static const char *const g_prefer[] = {"faster", "newer", "existing", NULL}; /* at_prefer */
+static const char *const *prefer_names(void) { return g_prefer; }
 
 /* The options that name a device and a template, shared by the operations and `space`. */
 #define DEVICE_OPTS                                                                                \
@@ -968,10 +972,15 @@ static int cmd_devices(int argc, char **argv)
 /* ---- autotune db ----------------------------------------------------------------------------- */
 
 static const char DB_HELP[] =
-    "usage: autotune db list [--table best|results|binaries|meta] [--prefix P] [--db PATH]\n"
+    "usage: autotune db list [--table best|results|binaries|meta|devices|checks] [--prefix P]\n"
+    "                       [--db PATH]\n"
     "       autotune db show PREFIX [--db PATH] [--backend B] [--device I]\n"
     "       autotune db verify [--op OP] [--max-slowdown F] [--retune] [--json] [--db PATH]\n"
     "                          [--backend B] [--device I] [--budget N|Ns] [--strategy S]\n"
+    "       autotune db export FILE [--op OP] [--device PATTERN] [--best-only] [--db PATH]\n"
+    "       autotune db import FILE [--prefer faster|newer|existing] [--json] [--db PATH]\n"
+    "       autotune db merge A B... --output C [--prefer faster|newer|existing] [--json]\n"
+    "       autotune db stats [--json] [--db PATH]\n"
     "       autotune db export --kernel-tuner --problem KEY [--device KEY] [--template HASH]\n"
     "                          [--output FILE] [--db PATH]\n"
     "\n"
@@ -988,6 +997,15 @@ static const char DB_HELP[] =
     "failing their check or no longer compiling, or recorded with another driver or compiler\n"
     "version; exit status 1 when there is one, 0 otherwise. --retune tunes those problems again\n"
     "into --db (--budget, --strategy, --seed as for a tuning run).\n"
+    "export FILE writes a bundle (docs/shipping.md): gzip-compressed JSON Lines, one record per\n"
+    "line with its device and template, readable with `zcat FILE | jq`; FILE '-' is stdout.\n"
+    "--op keeps one operation, --device an fnmatch pattern of the device key or name,\n"
+    "--best-only the best entries only. import FILE ('-': stdin) checks the whole bundle, then\n"
+    "writes it in one transaction; merge joins databases and bundles (told apart by content)\n"
+    "into the database C. Of two records with the same key, --prefer faster (the default) keeps\n"
+    "the trusted one, then the faster, then the newer; newer the newer; existing what the\n"
+    "destination holds. Importing the same records twice writes nothing.\n"
+    "stats counts results (ok, failed) and best entries per operation, device and template.\n"
     "export --kernel-tuner writes every measurement of one problem (its key as `db list` shows\n"
     "it, before the '|') as a Kernel Tuner cache JSON file (stdout without --output): the\n"
     "recorded space, for Kernel Tuner's simulation mode and `autotune replay`. --device (a\n"
@@ -1137,13 +1155,13 @@ static int db_verify(const opts *o)
     if (o->max_slowdown && (at_parse_real(o->max_slowdown, &factor) != 0 || !(factor > 1)))
         return usage_error("--max-slowdown '%s' is not a number above 1 (e.g. 1.10)",
                            o->max_slowdown);
-    if (o->op && !find_op(o->op, "operation")) return EXIT_USAGE;
+    if (o->op_name && !find_op(o->op_name, "operation")) return EXIT_USAGE;
     at_context *ctx = NULL;
     int rc = db_context(o, &ctx);
     if (rc) return rc;
     verify_state v = {.json = o->json, .entries = cJSON_CreateArray()};
     int64_t flagged = 0;
-    at_status s = at_verify(ctx, o->op, factor, on_verified, &v, &flagged);
+    at_status s = at_verify(ctx, o->op_name, factor, on_verified, &v, &flagged);
     if (s != AT_OK) {
         rc = fail(s, at_context_last_error(ctx));
         goto done;
@@ -1193,6 +1211,116 @@ done:
     return rc;
 }
 
+/* Prints what an import or merge did; a bad input is a usage error (exit 2). */
+static int import_done(at_status s, const at_import_report *r, int json, const char *why)
+{
+    if (s != AT_OK) return fail(s, why);
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "records", (double)r->records);
+        cJSON_AddNumberToObject(j, "imported", (double)r->imported);
+        cJSON_AddNumberToObject(j, "kept", (double)r->kept);
+        cJSON_AddNumberToObject(j, "unchanged", (double)r->unchanged);
+        cJSON_AddNumberToObject(j, "devices", (double)r->devices);
+        print_json(j);
+    } else {
+        printf("imported %" PRId64 ", kept %" PRId64 " existing, unchanged %" PRId64 " (%" PRId64
+               " records read; %" PRId64 " device records written)\n",
+               r->imported, r->kept, r->unchanged, r->records, r->devices);
+    }
+    return 0;
+}
+
+static cJSON *count_json(const at_db_count *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", c->name);
+    cJSON_AddNumberToObject(o, "results_ok", (double)c->results_ok);
+    cJSON_AddNumberToObject(o, "results_failed", (double)c->results_failed);
+    cJSON_AddNumberToObject(o, "best", (double)c->best);
+    return o;
+}
+
+static void print_counts(const char *title, const at_db_count *c, size_t n)
+{
+    printf("%s\n", title);
+    for (size_t i = 0; i < n; i++)
+        printf("  %8" PRId64 " ok %8" PRId64 " failed %6" PRId64 " best  %s\n", c[i].results_ok,
+               c[i].results_failed, c[i].best, c[i].name[0] ? c[i].name : "(unnamed)");
+}
+
+static int db_stats(const opts *o)
+{
+    at_db_stats st;
+    char why[4096] = "";
+    at_status s = at_db_stats_read(o->db, &st, why, sizeof why);
+    if (s != AT_OK) return fail(s, why);
+    if (why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
+    const struct {
+        const char *name;
+        const at_db_count *v;
+        size_t n;
+    } parts[] = {{"operations", st.ops, st.nops},
+                 {"devices", st.devices, st.ndevices},
+                 {"templates", st.templates, st.ntemplates}};
+    /* A shape list's coverage (--shapes FILE) goes next to these parts. */
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddItemToObject(j, "total", count_json(&st.total));
+        for (size_t p = 0; p < 3; p++) {
+            cJSON *a = cJSON_AddArrayToObject(j, parts[p].name);
+            for (size_t i = 0; a && i < parts[p].n; i++)
+                cJSON_AddItemToArray(a, count_json(&parts[p].v[i]));
+        }
+        print_json(j);
+    } else {
+        printf("%" PRId64 " results (%" PRId64 " ok, %" PRId64 " failed), %" PRId64
+               " best entries\n",
+               st.total.results_ok + st.total.results_failed, st.total.results_ok,
+               st.total.results_failed, st.total.best);
+        for (size_t p = 0; p < 3; p++) print_counts(parts[p].name, parts[p].v, parts[p].n);
+    }
+    at_db_stats_clear(&st);
+    return 0;
+}
+
+/* db export, import, merge of bundles (pos: the positional arguments after the command). */
+static int db_bundle(const char *cmd, const opts *o, char **pos, int npos)
+{
+    char why[4096] = "";
+    at_prefer prefer = (at_prefer)(o->prefer ? name_index(g_prefer, o->prefer) : 0);
+    at_import_report rep = {0};
+    if (o->problem || o->template_hash)
+        return usage_error("--problem and --template are for export --kernel-tuner");
+    if (strcmp(cmd, "export") == 0) {
+        if (npos != 1) return usage_error("db export needs one FILE (a bundle; '-': stdout)");
+        if (o->prefer || o->output)
+            return usage_error("db export FILE takes no --prefer, --output");
+        int64_t n = 0;
+        at_status s = at_db_export_bundle(o->db, pos[0], o->op_name, o->device_key, o->best_only,
+                                          &n, why, sizeof why);
+        if (s != AT_OK) return fail(s, why);
+        if (why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
+        if (strcmp(pos[0], "-") != 0) printf("exported %" PRId64 " records to %s\n", n, pos[0]);
+        return 0;
+    }
+    if (o->op_name || o->device_key || o->best_only)
+        return usage_error("--op, --device and --best-only are for db export");
+    if (strcmp(cmd, "import") == 0) {
+        if (npos != 1) return usage_error("db import needs one FILE (a bundle; '-': stdin)");
+        if (o->output) return usage_error("db import writes to --db, not --output");
+        const char *in[1] = {pos[0]};
+        at_status s = at_db_import(o->db, in, 1, prefer, &rep, why, sizeof why);
+        return import_done(s, &rep, o->json, why);
+    }
+    if (npos < 1) return usage_error("db merge needs databases or bundles to merge");
+    if (!o->output) return usage_error("db merge needs --output C (a database directory)");
+    if (o->db) return usage_error("db merge writes to --output, not --db");
+    at_status s = at_db_import(o->output, (const char *const *)pos, (size_t)npos, prefer, &rep, why,
+                               sizeof why);
+    return import_done(s, &rep, o->json, why);
+}
+
 static int cmd_db(int argc, char **argv)
 {
     static const opt_spec specs[] = {{OPT("db", OPT_STR, db)},
@@ -1203,30 +1331,30 @@ static int cmd_db(int argc, char **argv)
                                      {OPT("device", OPT_STR, device_key)},
                                      {OPT("template", OPT_STR, template_hash)},
                                      {OPT("output", OPT_STR, output)},
+                                     {OPT("op", OPT_STR, op_name)},
+                                     {OPT("best-only", OPT_FLAG, best_only)},
+                                     {OPT_NAMES("prefer", prefer, prefer_names)},
+                                     {OPT("json", OPT_FLAG, json)},
                                      {OPT_NAMES("backend", backend, backend_names)},
-                                     {OPT("op", OPT_STR, op)},
                                      {OPT("max-slowdown", OPT_STR, max_slowdown)},
                                      {OPT("retune", OPT_FLAG, retune)},
-                                     {OPT("json", OPT_FLAG, json)},
                                      SEARCH_OPTS,
                                      {0}};
     opts o = {0};
-    char *pos[2];
-    int npos, rc = parse_opts(argc, argv, specs, &o, pos, 2, &npos);
+    char *pos[256];
+    int npos, rc = parse_opts(argc, argv, specs, &o, pos, 256, &npos);
     if (rc) return rc;
     if (o.help || npos == 0) {
         fputs(DB_HELP, o.help ? stdout : stderr);
         return o.help ? 0 : EXIT_USAGE;
     }
     int verify = strcmp(pos[0], "verify") == 0;
-    if (!verify && (o.op || o.max_slowdown || o.retune || o.strategy || o.budget_evals ||
+    if (!verify && (o.max_slowdown || o.retune || o.strategy || o.budget_evals ||
                     o.budget_seconds || o.seed || o.no_improve))
-        return usage_error("--op, --max-slowdown, --retune and the search options are for db "
-                           "verify");
+        return usage_error("--max-slowdown, --retune and the search options are for db verify");
     if (verify && !o.retune &&
         (o.strategy || o.budget_evals || o.budget_seconds || o.seed || o.no_improve))
         return usage_error("the search options of db verify are for --retune");
-    if (o.json && !verify) return usage_error("unknown option '--json'");
     if (o.backend && strcmp(pos[0], "show") != 0 && !verify)
         return usage_error("--backend is for db show and db verify");
     char why[4096] = "";
@@ -1242,18 +1370,23 @@ static int cmd_db(int argc, char **argv)
     } else if (verify) {
         if (npos != 1) return usage_error("db verify takes no argument");
         return db_verify(&o);
+    } else if (strcmp(pos[0], "stats") == 0) {
+        if (npos != 1) return usage_error("db stats takes no argument");
+        return db_stats(&o);
+    } else if ((strcmp(pos[0], "export") == 0 && !o.kernel_tuner) ||
+               strcmp(pos[0], "import") == 0 || strcmp(pos[0], "merge") == 0) {
+        return db_bundle(pos[0], &o, pos + 1, npos - 1);
     } else if (strcmp(pos[0], "export") == 0) {
-        if (npos != 1) return usage_error("db export takes no argument");
-        if (!o.kernel_tuner)
-            return usage_error(
-                "db export needs a format: --kernel-tuner (Kernel Tuner cache JSON)");
+        if (npos != 1) return usage_error("db export --kernel-tuner takes no FILE (--output FILE)");
         if (!o.problem)
             return usage_error("db export needs --problem KEY, e.g. gemm/f32/nn/256x256x256");
         s = at_db_export_kernel_tuner(o.db, o.problem, o.device_key, o.template_hash, o.output, why,
                                       sizeof why);
         if (s == AT_ERR_NOT_FOUND) return usage_error("%s", why); /* names nothing recorded */
     } else {
-        return usage_error("unknown db command '%s' (one of: list, show, verify, export)", pos[0]);
+        return usage_error(
+            "unknown db command '%s' (one of: list, show, verify, export, import, merge, stats)",
+            pos[0]);
     }
     /* Records skipped as damaged: what was readable was listed or exported. */
     if (s == AT_OK && why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
@@ -1283,7 +1416,8 @@ static void print_main_help(FILE *f)
     }
     fputs("  space     count and list a template's tuning space: autotune space gemm\n"
           "  devices   list backends and devices, and why a backend is unavailable\n"
-          "  db        list, show, verify or export the databases' entries\n"
+          "  db        list, show, verify, export, import, merge or count the databases'\n"
+          "            entries\n"
           "  replay    replay a search on a recorded space: autotune replay space.json.gz\n"
           "  version   print the version (also --version)\n",
           f);
