@@ -28,6 +28,8 @@
 #error "AT_CLI: the path of the autotune command"
 #endif
 
+static int cli(const char *layers, const char *args, char *out, size_t len);
+
 /* ---- crafted databases ------------------------------------------------------------------- */
 
 static char g_root[256]; /* the test's folder */
@@ -122,6 +124,10 @@ static int setup(void **state)
     snprintf(g_l1, sizeof g_l1, "%s/l1", g_root);
     snprintf(g_l2, sizeof g_l2, "%s/l2", g_root);
     snprintf(g_path, sizeof g_path, "%s:%s", g_l1, g_l2);
+    /* bundle layers are imported under the cache folder: the test's own */
+    char cache[300];
+    snprintf(cache, sizeof cache, "%s/cache", g_root);
+    setenv("XDG_CACHE_HOME", cache, 1);
     at_context_options o = {.backend = AT_BACKEND_OPENCL, .db_path = g_user, .db_search_path = ""};
     at_context *ctx = NULL;
     at_status s = at_context_create(&o, &ctx);
@@ -236,6 +242,19 @@ static void test_levels(void **state)
     assert_int_equal(found[4], 1);
     assert_int_equal(lv[4].source, AT_SOURCE_DEFAULT);
     at_problem_destroy(p);
+    /* the first-use checks are in the user's checks table: passed, and failed (FAULT=2) */
+    at_db *db = NULL;
+    at_result_rec r;
+    assert_int_equal(at_db_open(g_user, AT_DB_READONLY, &db), AT_OK);
+    char *rkey = at_db_result_key("gemm/f32/nn/64x64x64", g_dev, g_gemm_hash, g_cfg_nn);
+    assert_int_equal(at_db_get_check(db, rkey, &r), AT_OK);
+    assert_int_equal(r.status, AT_RS_OK);
+    free(rkey);
+    rkey = at_db_result_key("gemm/f32/tt/32x32x32", g_dev, g_faulty_hash, "FAULT=2");
+    assert_int_equal(at_db_get_check(db, rkey, &r), AT_OK);
+    assert_int_equal(r.status, AT_RS_WRONG_RESULT);
+    free(rkey);
+    at_db_close(db);
     at_context_destroy(ctx);
 
     /* no layers, nothing tuned: the default */
@@ -312,6 +331,24 @@ static void test_path_entries(void **state)
     assert_string_equal(at_context_database(ctx, 1), file); /* l1 through the folder, once */
     assert_null(at_context_database(ctx, 2));
     expect_level(ctx, "gemm/f32/nn/64x64x64", AT_SOURCE_HIT, file, g_cfg_nn);
+    at_context_destroy(ctx);
+}
+
+/* A bundle on the path answers as the database it was exported from. */
+static void test_bundle_layer(void **state)
+{
+    (void)state;
+    AT_TEST_NEED(g_missing);
+    char bundle[400], args[1024], out[4096], path[1000];
+    snprintf(bundle, sizeof bundle, "%s/l2.jsonl.gz", g_root);
+    snprintf(args, sizeof args, "db export '%s' --db '%s'", bundle, g_l2);
+    if (cli("", args, out, sizeof out) != 0) fail_msg("export: %s", out);
+    rm_lock(g_l2);
+    snprintf(path, sizeof path, "%s:%s", g_l1, bundle);
+    at_context *ctx = open_ctx(path);
+    assert_string_equal(at_context_warnings(ctx), "");
+    expect_level(ctx, "gemm/f32/nt/32x32x32", AT_SOURCE_SAME_ARCH, bundle, g_cfg_nt);
+    expect_level(ctx, "gemm/f32/tt/32x32x32", AT_SOURCE_VENDOR, bundle, g_cfg_tn);
     at_context_destroy(ctx);
 }
 
@@ -445,8 +482,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_levels),       cmocka_unit_test(test_untouched),
-        cmocka_unit_test(test_path_entries), cmocka_unit_test(test_stale_seed),
-        cmocka_unit_test(test_cli_levels),   cmocka_unit_test(test_cli_verify),
+        cmocka_unit_test(test_path_entries), cmocka_unit_test(test_bundle_layer),
+        cmocka_unit_test(test_stale_seed),   cmocka_unit_test(test_cli_levels),
+        cmocka_unit_test(test_cli_verify),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
     return at_test_exit(failed, g_missing);
