@@ -76,9 +76,8 @@ const char *at_context_last_error(const at_context *ctx) { return ctx ? ctx->las
 
 typedef struct memo_entry {
     struct memo_entry *next;
-    char *key;         /* "L<flags>|<signature>" for a lookup, "C|..." for a check */
-    char problem[256]; /* the problem key, so a tuning run forgets its lookups */
-    at_status status;  /* AT_OK or AT_ERR_NOT_FOUND (a lookup); AT_OK or not (a check) */
+    char *key;        /* "L<flags>|<signature>" for a lookup, "C|..." for a check */
+    at_status status; /* AT_OK or AT_ERR_NOT_FOUND (a lookup); AT_OK or not (a check) */
     at_lookup_info info;
 } memo_entry;
 
@@ -128,8 +127,7 @@ static int memo_get(at_context *ctx, const char *key, at_status *status, at_look
 }
 
 /* Remembers an outcome (out of memory: not remembered, asked again next time). */
-static void memo_put(at_context *ctx, const char *key, const char *problem, at_status status,
-                     const at_lookup_info *info)
+static void memo_put(at_context *ctx, const char *key, at_status status, const at_lookup_info *info)
 {
     struct at_memo *m = ctx->memo;
     memo_entry *e = m ? calloc(1, sizeof *e) : NULL;
@@ -137,7 +135,6 @@ static void memo_put(at_context *ctx, const char *key, const char *problem, at_s
         free(e);
         return;
     }
-    snprintf(e->problem, sizeof e->problem, "%s", problem);
     e->status = status;
     if (info) e->info = *info;
     pthread_mutex_lock(&m->lock);
@@ -147,8 +144,9 @@ static void memo_put(at_context *ctx, const char *key, const char *problem, at_s
     pthread_mutex_unlock(&m->lock);
 }
 
-/* Forgets the lookups of a problem (a tuning run changed its answer); checks stay. */
-static void memo_forget(at_context *ctx, const char *problem)
+/* Forgets every lookup (checks stay): a tuning run may change the answer of its problem and of
+ * every problem whose nearest shape it now is. */
+static void memo_forget(at_context *ctx)
 {
     struct at_memo *m = ctx->memo;
     if (!m) return;
@@ -156,7 +154,7 @@ static void memo_forget(at_context *ctx, const char *problem)
     for (size_t i = 0; i < MEMO_BUCKETS; i++)
         for (memo_entry **pe = &m->b[i]; *pe;) {
             memo_entry *e = *pe;
-            if (e->key[0] == 'L' && strcmp(e->problem, problem) == 0) {
+            if (e->key[0] == 'L') {
                 *pe = e->next;
                 free(e->key);
                 free(e);
@@ -486,7 +484,7 @@ static int config_passes(at_context *ctx, at_template *t, const at_problem *p, c
         at_db_put_check(ctx->db, rkey, &r) != AT_OK)
         at_errclear();
     free(rkey);
-    memo_put(ctx, key, pkey, r.status == AT_RS_OK ? AT_OK : AT_ERR_NO_VALID_CONFIG, NULL);
+    memo_put(ctx, key, r.status == AT_RS_OK ? AT_OK : AT_ERR_NO_VALID_CONFIG, NULL);
     return r.status == AT_RS_OK;
 }
 
@@ -686,7 +684,7 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
         if (s == AT_OK) s = at_pipeline_tune(ctx, t, p, &o, rep, config, sizeof config);
         char pkey[256];
         p->op->key(p->data, pkey, sizeof pkey);
-        if (!o.replay_db) memo_forget(ctx, pkey);
+        if (!o.replay_db) memo_forget(ctx);
         a.info = (at_lookup_info){.source = AT_SOURCE_TUNED, .time_us = rep->best_time_us};
         snprintf(a.info.database, sizeof a.info.database, "%s", at_db_path(ctx->db));
         snprintf(a.info.device_key, sizeof a.info.device_key, "%s", ctx->info.key);
@@ -727,7 +725,7 @@ static at_status lookup(at_context *ctx, const at_problem *p, unsigned flags, at
     s = chain(ctx, p, LV_EXACT, f ? LV_EXACT : LV_DEFAULT, NULL, &a);
     at_template_free(a.t);
     if (s == AT_OK) *out = a.info;
-    if (s == AT_OK || s == AT_ERR_NOT_FOUND) memo_put(ctx, key, pkey, s, &a.info);
+    if (s == AT_OK || s == AT_ERR_NOT_FOUND) memo_put(ctx, key, s, &a.info);
     return s;
 }
 

@@ -437,8 +437,8 @@ static void test_cli_verify(void **state)
     snprintf(args, sizeof args,
              "gemm --m 32 --n 32 --k 16 --db '%s' --strategy random --seed 1 --budget 2", db);
     assert_int_equal(cli("", args, out, sizeof out), 0);
-    /* fresh: as fast as recorded (a loaded machine's noise is far within 5x) */
-    snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 5 --json", db);
+    /* fresh: as fast as recorded (1 us kernels on a loaded machine: within 50x) */
+    snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 50 --json", db);
     int rc = cli("", args, out, sizeof out);
     if (rc != 0 || !strstr(out, "\"flagged\":0")) fail_msg("fresh verify: rc %d: %s", rc, out);
     /* the record says it ran 1000x faster than it does */
@@ -451,7 +451,7 @@ static void test_cli_verify(void **state)
     fast.time_us = b.time_us / 1000;
     assert_int_equal(at_db_put_best(d, key, &fast, 1), AT_OK);
     at_db_close(d);
-    snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 5", db);
+    snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 50", db);
     rc = cli("", args, out, sizeof out);
     if (rc != 1 || !strstr(out, "SLOWER")) fail_msg("slower: rc %d: %s", rc, out);
     /* another driver */
@@ -460,17 +460,17 @@ static void test_cli_verify(void **state)
     assert_int_equal(at_db_open(db, AT_DB_READWRITE, &d), AT_OK);
     assert_int_equal(at_db_put_best(d, key, &other, 1), AT_OK);
     at_db_close(d);
-    snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 5 --json", db);
+    snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 50 --json", db);
     rc = cli("", args, out, sizeof out);
     if (rc != 1 || !strstr(out, "\"driver_changed\":true")) fail_msg("driver: rc %d: %s", rc, out);
     /* --retune tunes it again into the user's database: then it verifies */
     snprintf(args, sizeof args,
-             "db verify --db '%s' --max-slowdown 5 --retune --strategy random --seed 1 --budget 1",
+             "db verify --db '%s' --max-slowdown 50 --retune --strategy random --seed 1 --budget 1",
              db);
     rc = cli("", args, out, sizeof out);
     if (rc != 1 || !strstr(out, "retuned  gemm/f32/nn/32x32x16"))
         fail_msg("retune: %d %s", rc, out);
-    snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 5", db);
+    snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 50", db);
     rc = cli("", args, out, sizeof out);
     if (rc != 0) fail_msg("after --retune: rc %d: %s", rc, out);
     snprintf(args, sizeof args, "db verify --db '%s' --max-slowdown 0.5", db);
