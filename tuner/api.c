@@ -808,12 +808,13 @@ static at_status verify_one(at_context *ctx, size_t i, const char *bkey, double 
     at_best_key bk;
     at_best_rec b;
     memset(e, 0, sizeof *e);
+    snprintf(e->database, sizeof e->database, "%s", db_path_at(ctx, i));
+    snprintf(e->problem_key, sizeof e->problem_key, "%s", bkey);
     if (at_best_key_split(bkey, &bk) != AT_OK || at_db_get_best(db_at(ctx, i), bkey, &b) != AT_OK) {
         e->failed = 1;
         snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());
         return AT_OK;
     }
-    snprintf(e->database, sizeof e->database, "%s", db_path_at(ctx, i));
     snprintf(e->problem_key, sizeof e->problem_key, "%.*s", (int)bk.problem.n, bk.problem.s);
     snprintf(e->template_name, sizeof e->template_name, "%s", b.template_name);
     snprintf(e->config, sizeof e->config, "%s", b.config);
