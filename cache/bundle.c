@@ -151,7 +151,7 @@ static int item_make(const walk_ctx *w, int kind, const char *key, const char *v
     return 1;
 }
 
-typedef int (*item_fn)(void *user, const item *it); /* non-zero: stop (out of memory) */
+typedef at_status (*item_fn)(void *user, const item *it); /* a failure stops the walk */
 
 /* Calls fn for db's results (unless best_only), then its best entries, each in key order. */
 static at_status walk(at_db *db, int best_only, item_fn fn, void *user)
@@ -167,8 +167,8 @@ static at_status walk(at_db *db, int best_only, item_fn fn, void *user)
         for (size_t i = 0; i < lists[k]->n && s == AT_OK; i++) {
             item it;
             int made = item_make(&w, k, lists[k]->v[i].key, lists[k]->v[i].value, &it);
-            if (made < 0 || (made > 0 && fn(user, &it)))
-                s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+            if (made < 0) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+            if (made > 0) s = fn(user, &it);
             item_clear(&it);
         }
     kv_free(&w.devices), kv_free(&w.best), kv_free(&w.results);
@@ -177,13 +177,21 @@ static at_status walk(at_db *db, int best_only, item_fn fn, void *user)
 
 /* ---- an item as JSON ---------------------------------------------------------------------- */
 
-/* A number; JSON has none for NaN and infinities, so those are strings ("nan", "inf"). */
+/* A number in the fewest digits that read back as the same double (cJSON's own printing may
+ * lose the last bit); JSON has none for NaN and infinities, so those are strings ("nan",
+ * "inf"). */
 static void add_num(cJSON *o, const char *name, double v)
 {
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, name, v);
-    else
+    if (!isfinite(v)) {
         cJSON_AddStringToObject(o, name, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        return;
+    }
+    char buf[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    cJSON_AddRawToObject(o, name, buf);
 }
 
 static cJSON *item_json(const item *it)
@@ -256,19 +264,25 @@ static int selected(const at_bundle_filter *f, const item *it)
     return 1;
 }
 
-static int export_one(void *user, const item *it)
+/* The bundle line of an item (no newline), malloc'd; NULL when out of memory. */
+static char *item_line(const item *it)
 {
-    export_ctx *c = user;
-    if (!selected(c->f, it)) return 0;
     cJSON *o = item_json(it);
     char *line = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
-    if (!line) return 1;
-    at_sb_puts(&c->lines, line);
+    return line;
+}
+
+static at_status export_one(void *user, const item *it)
+{
+    export_ctx *c = user;
+    if (!selected(c->f, it)) return AT_OK;
+    char *line = item_line(it);
+    if (line) at_sb_puts(&c->lines, line);
     at_sb_putc(&c->lines, '\n');
     free(line);
     c->n++;
-    return c->lines.oom;
+    return line && !c->lines.oom ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
 }
 
 /* Writes len bytes of text as a gzip stream to path ("-": stdout), through a temporary file
@@ -566,10 +580,23 @@ typedef struct reader {
     int64_t declared; /* the header's record count */
 } reader;
 
+/* The JSON value that is the whole of text[0..len) (spaces around it aside); NULL if none. */
+static cJSON *parse_whole(const char *text, size_t len)
+{
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    while (o && end < text + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
+    if (o && end != text + len) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    return o;
+}
+
 static at_status read_line(reader *r, const char *text, size_t len)
 {
     r->line++;
-    cJSON *o = cJSON_ParseWithLength(text, len);
+    cJSON *o = parse_whole(text, len);
     at_status s = AT_OK;
     if (r->line == 1) {
         const char *format = "";
@@ -646,38 +673,32 @@ static at_status read_bundle(const char *path, const at_bundle_hooks *h, at_bund
 typedef struct db_read_ctx {
     const at_bundle_hooks *h;
     at_bundle_set *set;
-    at_status s;
     const char *name;
 } db_read_ctx;
 
-/* A database's item, through the bundle's own reader: a merge reads a database exactly as it
- * would read its export. */
-static int read_item(void *user, const item *it)
+/* A database's item, through the bundle's own reader (its line printed and parsed again): a
+ * merge reads a database exactly as it would read its export. */
+static at_status read_item(void *user, const item *it)
 {
     db_read_ctx *c = user;
-    cJSON *o = item_json(it);
-    c->s = o ? parse_record(o, c->h, c->set) : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    char *line = item_line(it);
+    cJSON *o = line ? cJSON_Parse(line) : NULL;
+    at_status s = o ? parse_record(o, c->h, c->set) : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     cJSON_Delete(o);
-    if (c->s != AT_OK) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", at_errmsg());
-        c->s =
-            at_fail(c->s, "%s: %s '%s|%s': %s", c->name,
-                    it->kind == K_RESULT ? "result" : "best entry", it->problem, it->device, why);
-    }
-    return c->s != AT_OK;
+    free(line);
+    if (s == AT_OK) return AT_OK;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", at_errmsg());
+    return at_fail(s, "%s: %s '%s|%s': %s", c->name, it->kind == K_RESULT ? "result" : "best entry",
+                   it->problem, it->device, why);
 }
 
 static at_status read_database(const char *path, const at_bundle_hooks *h, at_bundle_set *set)
 {
     at_db *db = NULL;
     AT_TRY(at_db_open(path, AT_DB_READONLY, &db));
-    db_read_ctx c = {h, set, AT_OK, path};
+    db_read_ctx c = {h, set, path};
     at_status s = walk(db, 0, read_item, &c);
-    if (c.s != AT_OK)
-        s = c.s;
-    else if (s != AT_OK)
-        s = at_fail(s, "%s", at_errmsg());
     at_db_close(db);
     return s;
 }
@@ -922,16 +943,16 @@ static void tally(at_db_count *x, const item *it)
         x->results_failed++;
 }
 
-static int stats_one(void *user, const item *it)
+static at_status stats_one(void *user, const item *it)
 {
     stats_ctx *c = user;
     at_db_count *x[3] = {count_of(&c->ops, it->op), count_of(&c->devices, it->device),
                          count_of(&c->templates, it->tname)};
     for (int i = 0; i < 3; i++)
-        if (!x[i]) return 1;
+        if (!x[i]) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < 3; i++) tally(x[i], it);
     tally(&c->total, it);
-    return 0;
+    return AT_OK;
 }
 
 static int count_cmp(const void *a, const void *b)

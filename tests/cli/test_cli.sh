@@ -523,7 +523,7 @@ reject 2 "usage: autotune db list" -- db
 reject 2 "unknown db command 'frob'" -- db frob
 reject 2 "unknown db command ''" -- db ''
 for v in "${bad_choices[@]}" BEST best,results; do
-  reject 2 "unknown table '$(re "$v")' \(one of: best, results, binaries, meta\)" -- db list --table "$v" --db "$t"
+  reject 2 "unknown table '$(re "$v")' \(one of: best, results, binaries, meta, devices, checks\)" -- db list --table "$v" --db "$t"
 done
 for o in table prefix db; do
   [ $o = table ] || reject 2 "option '--$o' needs a value" -- db list --$o ''

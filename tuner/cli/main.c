@@ -1284,18 +1284,60 @@ static int db_stats(const opts *o)
     return 0;
 }
 
+/* The db options given that command cmd does not take (allowed: its options, space-separated):
+ * the first is a usage error. */
+static int db_takes(const char *cmd, const opts *o, const char *allowed)
+{
+    const struct {
+        const char *name;
+        int given;
+    } all[] = {{"db", o->db != NULL},
+               {"table", o->table != NULL},
+               {"prefix", o->prefix != NULL},
+               {"kernel-tuner", o->kernel_tuner},
+               {"problem", o->problem != NULL},
+               {"device", o->device_key != NULL},
+               {"template", o->template_hash != NULL},
+               {"output", o->output != NULL},
+               {"op", o->op_name != NULL},
+               {"best-only", o->best_only},
+               {"prefer", o->prefer != NULL},
+               {"json", o->json},
+               {"backend", o->backend != NULL},
+               {"max-slowdown", o->max_slowdown != NULL},
+               {"retune", o->retune},
+               {"strategy", o->strategy != NULL},
+               {"budget", o->budget_evals || o->budget_seconds},
+               {"seed", o->seed != 0},
+               {"no-improve", o->no_improve != 0}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        size_t n = strlen(all[i].name);
+        const char *p = allowed;
+        while ((p = strstr(p, all[i].name)) &&
+               ((p > allowed && p[-1] != ' ') || (p[n] != ' ' && p[n] != '\0')))
+            p += n;
+        if (all[i].given && !p)
+            return usage_error("unknown option '--%s' for db %s", all[i].name, cmd);
+    }
+    return 0;
+}
+
 /* db export, import, merge of bundles (pos: the positional arguments after the command). */
 static int db_bundle(const char *cmd, const opts *o, char **pos, int npos)
 {
     char why[4096] = "";
     at_prefer prefer = (at_prefer)(o->prefer ? name_index(g_prefer, o->prefer) : 0);
     at_import_report rep = {0};
-    if (o->problem || o->template_hash)
-        return usage_error("--problem and --template are for export --kernel-tuner");
     if (strcmp(cmd, "export") == 0) {
+        if (o->problem || o->template_hash)
+            return usage_error("db export --problem needs a format: --kernel-tuner (Kernel Tuner "
+                               "cache JSON); a bundle is db export FILE");
+        int rc = db_takes(cmd, o, "db op device best-only");
+        if (rc) return rc;
         if (npos != 1) return usage_error("db export needs one FILE (a bundle; '-': stdout)");
-        if (o->prefer || o->output)
-            return usage_error("db export FILE takes no --prefer, --output");
+        if (strcmp(pos[0], "-") == 0 && isatty(STDOUT_FILENO))
+            return usage_error("db export -: stdout is a terminal (a bundle is gzip data; "
+                               "redirect it or give a FILE)");
         int64_t n = 0;
         at_status s = at_db_export_bundle(o->db, pos[0], o->op_name, o->device_key, o->best_only,
                                           &n, why, sizeof why);
@@ -1304,18 +1346,16 @@ static int db_bundle(const char *cmd, const opts *o, char **pos, int npos)
         if (strcmp(pos[0], "-") != 0) printf("exported %" PRId64 " records to %s\n", n, pos[0]);
         return 0;
     }
-    if (o->op_name || o->device_key || o->best_only)
-        return usage_error("--op, --device and --best-only are for db export");
+    int rc = db_takes(cmd, o, strcmp(cmd, "import") == 0 ? "db prefer json" : "output prefer json");
+    if (rc) return rc;
     if (strcmp(cmd, "import") == 0) {
         if (npos != 1) return usage_error("db import needs one FILE (a bundle; '-': stdin)");
-        if (o->output) return usage_error("db import writes to --db, not --output");
         const char *in[1] = {pos[0]};
         at_status s = at_db_import(o->db, in, 1, prefer, &rep, why, sizeof why);
         return import_done(s, &rep, o->json, why);
     }
     if (npos < 1) return usage_error("db merge needs databases or bundles to merge");
     if (!o->output) return usage_error("db merge needs --output C (a database directory)");
-    if (o->db) return usage_error("db merge writes to --output, not --db");
     at_status s = at_db_import(o->output, (const char *const *)pos, (size_t)npos, prefer, &rep, why,
                                sizeof why);
     return import_done(s, &rep, o->json, why);
@@ -1349,16 +1389,24 @@ static int cmd_db(int argc, char **argv)
         return o.help ? 0 : EXIT_USAGE;
     }
     int verify = strcmp(pos[0], "verify") == 0;
-    if (!verify && (o.max_slowdown || o.retune || o.strategy || o.budget_evals ||
-                    o.budget_seconds || o.seed || o.no_improve))
-        return usage_error("--max-slowdown, --retune and the search options are for db verify");
+    /* Only merge takes more than one argument after its command. */
+    if (npos > 2 && strcmp(pos[0], "merge") != 0)
+        return usage_error("unexpected argument '%s'", pos[2]);
     if (verify && !o.retune &&
         (o.strategy || o.budget_evals || o.budget_seconds || o.seed || o.no_improve))
         return usage_error("the search options of db verify are for --retune");
-    if (o.backend && strcmp(pos[0], "show") != 0 && !verify)
-        return usage_error("--backend is for db show and db verify");
     char why[4096] = "";
     at_status s = AT_OK;
+    /* The options of each command (export, import and merge of bundles: db_bundle's). */
+    const char *takes = strcmp(pos[0], "list") == 0   ? "db table prefix"
+                        : strcmp(pos[0], "show") == 0 ? "db backend device"
+                        : verify ? "db op backend device max-slowdown retune json strategy budget "
+                                   "seed no-improve"
+                        : strcmp(pos[0], "stats") == 0 ? "db json"
+                        : strcmp(pos[0], "export") == 0 && o.kernel_tuner
+                            ? "db kernel-tuner problem device template output"
+                            : NULL;
+    if (takes && (rc = db_takes(pos[0], &o, takes))) return rc;
     if (strcmp(pos[0], "list") == 0) {
         if (npos != 1) return usage_error("db list takes no argument");
         s = at_db_visit(o.db, o.table ? o.table : g_tables[0], o.prefix, print_key, NULL, why,
@@ -1377,7 +1425,7 @@ static int cmd_db(int argc, char **argv)
                strcmp(pos[0], "import") == 0 || strcmp(pos[0], "merge") == 0) {
         return db_bundle(pos[0], &o, pos + 1, npos - 1);
     } else if (strcmp(pos[0], "export") == 0) {
-        if (npos != 1) return usage_error("db export --kernel-tuner takes no FILE (--output FILE)");
+        if (npos != 1) return usage_error("db export takes no argument");
         if (!o.problem)
             return usage_error("db export needs --problem KEY, e.g. gemm/f32/nn/256x256x256");
         s = at_db_export_kernel_tuner(o.db, o.problem, o.device_key, o.template_hash, o.output, why,
