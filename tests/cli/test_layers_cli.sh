@@ -10,7 +10,7 @@ AT=${1:?usage: test_layers_cli.sh path/to/autotune}
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh" # $work, ok, bad, skip, expect RC PATTERN -- ARGS, json EXPR, finish
-export AUTOTUNE_DB="$work/default-db" AUTOTUNE_SHIPPED_DB= AUTOTUNE_DB_PATH= XDG_CACHE_HOME="$work/cache"
+export AUTOTUNE_DB="$work/default-db" AUTOTUNE_SHIPPED_DB='' AUTOTUNE_DB_PATH='' XDG_CACHE_HOME="$work/cache"
 unset AUTOTUNE_BACKEND
 tiny=(--strategy random --seed 1 --budget 2)
 
@@ -32,8 +32,8 @@ reject 2 "--device 'x' is not a device index" -- db verify --device x --db "$wor
 # ---- a layer answers, and is not written --------------------------------------------------
 if ! "$AT" devices | grep -qE "opencl +available"; then
   skip "no OpenCL device: the layer checks"
-  finish
-  [ "$fail" -eq 0 ] && exit 77
+  finish || exit 1
+  exit 77 # ctest: skipped
 fi
 layer="$work/layer"
 expect 0 '"cache":"miss"' -- gemm --m 40 --n 24 --k 16 "${tiny[@]}" --db "$layer" --json
@@ -67,7 +67,7 @@ json "d['source'] == 'default' and d['database'] == ''" | grep -q True &&
   ok "no layers, nothing tuned: the default" || bad "default: $(cat "$work/out.json")"
 
 # ---- db verify -----------------------------------------------------------------------------
-export AUTOTUNE_DB_PATH=
+export AUTOTUNE_DB_PATH=''
 expect 0 "0 flagged" -- db verify --db "$layer" --max-slowdown 50
 "$AT" db verify --db "$layer" --max-slowdown 50 --op gemm --json >"$work/out.json"
 json "d['flagged'] == 0 and len(d['entries']) == 1 and d['entries'][0]['measured_us'] > 0" |
