@@ -557,6 +557,12 @@ static at_status chain(at_context *ctx, const at_problem *p, int lo, int hi,
     memset(a, 0, sizeof *a);
     char pkey[256];
     p->op->key(p->data, pkey, sizeof pkey);
+    /* The exact level first on its own: one key per database, no scan of the others. */
+    if (lo == LV_EXACT && hi > LV_EXACT) {
+        at_status s = chain(ctx, p, LV_EXACT, LV_EXACT, only_template, a);
+        if (s != AT_ERR_NOT_FOUND) return s;
+        lo = LV_NEAREST;
+    }
     if (lo <= LV_VENDOR) {
         cands cs;
         at_status s = gather(ctx, p, pkey, lo, hi < LV_VENDOR ? hi : LV_VENDOR, &cs);
