@@ -230,6 +230,16 @@ static void test_levels(void **state)
     assert_int_equal(at_lookup(ctx, p, 0, &in), AT_OK);
     assert_int_equal(in.validated, 1); /* not measured here: checked on first use */
     assert_string_equal(in.device_key, g_dev);
+    /* at_tune's cache hit takes the layer's exact entry too */
+    at_tune_report rep;
+    at_kernel *k = NULL;
+    assert_int_equal(at_tune(ctx, p, NULL, &rep, &k), AT_OK);
+    assert_int_equal(rep.cache_hit, 1);
+    assert_string_equal(rep.best_config, g_cfg_nn);
+    assert_int_equal(at_kernel_info(k, &in), AT_OK);
+    assert_int_equal(in.source, AT_SOURCE_HIT);
+    assert_string_equal(in.database, g_l1);
+    at_kernel_destroy(k);
     at_problem_destroy(p);
     p = problem_of("gemm/f32/tt/32x32x32");
     assert_int_equal(at_lookup(ctx, p, AT_GET_NO_FALLBACK, &in), AT_ERR_NOT_FOUND);
@@ -362,10 +372,17 @@ static void test_stale_seed(void **state)
     at_problem *p = problem_of("gemm/f32/nn/24x24x24");
     at_tune_options o = {.strategy = "random", .seed = 1, .max_evals = 1};
     at_tune_report rep;
-    assert_int_equal(at_tune(ctx, p, &o, &rep, NULL), AT_OK);
+    at_kernel *k = NULL;
+    assert_int_equal(at_tune(ctx, p, &o, &rep, &k), AT_OK);
     assert_int_equal(rep.cache_hit, 0);
     assert_int_equal(rep.seeds, 1);
     assert_string_equal(rep.best_config, g_cfg_stale); /* the one evaluation was the seed */
+    at_lookup_info ki;
+    assert_int_equal(at_kernel_info(k, &ki), AT_OK);
+    assert_int_equal(ki.source, AT_SOURCE_TUNED);
+    assert_string_equal(ki.config, g_cfg_stale);
+    assert_string_equal(ki.database, g_user);
+    at_kernel_destroy(k);
     /* the run invalidated the memo: now this problem's exact entry is the user's */
     at_lookup_info in;
     assert_int_equal(at_lookup(ctx, p, 0, &in), AT_OK);
