@@ -853,6 +853,10 @@ static at_status verify_one(at_context *ctx, size_t i, const char *bkey, double 
         } else if (s == AT_OK) {
             e->measured_us = r.median_us;
             e->slower = b.time_us > 0 && r.median_us > b.time_us * max_slowdown;
+        } else if (s == AT_ERR_UNSUPPORTED || s == AT_ERR_INVALID_ARG) {
+            /* the problem cannot be run here (its buffers exceed the device): the entry's */
+            e->failed = 1;
+            snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());
         }
     }
     if (s == AT_OK && !e->template_name[0] && t)
