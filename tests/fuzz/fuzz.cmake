@@ -4,7 +4,7 @@
 # tests are there and report Skipped, saying why. Included by tests/CMakeLists.txt.
 option(AT_FUZZ "Build the libFuzzer targets (tests/fuzz) when clang with libFuzzer is found" ON)
 set(AT_FUZZ_SECONDS 15 CACHE STRING "Seconds each fuzz target runs in ctest")
-set(AT_FUZZ_TARGETS expr space record recording)
+set(AT_FUZZ_TARGETS expr space record recording bundle)
 
 set(at_fuzz_missing "")
 if(NOT AT_FUZZ)
