@@ -448,8 +448,9 @@ static void tcache_free(tcache *tc)
 }
 
 /* 1 when config of t passes on p here: measured ok on this device in the user's database, or
- * checked ok before (this process's memo), or now by one checked run (compiled, run once on p
- * against the reference). *checked: 1 when it was not measured here. */
+ * checked ok before (this process's memo, then the user's checks table), or now by one checked
+ * run (compiled, run once on p against the reference; stored in the checks table). *checked: 1
+ * when it was not measured here. */
 static int config_passes(at_context *ctx, at_template *t, const at_problem *p, const char *pkey,
                          const char *config, int *checked)
 {
