@@ -329,6 +329,15 @@ static at_status prepare_lock_file(const char *path, int *err)
     return s;
 }
 
+/* 1 when path/lock.mdb exists and this process may write it (LMDB's reader slots). */
+static int layer_lock_usable(const char *path)
+{
+    char *lock = at_asprintf("%s/lock.mdb", path);
+    int ok = lock && access(lock, R_OK | W_OK) == 0;
+    free(lock);
+    return ok;
+}
+
 /* Reads the integer meta/key (>= lo); an absent optional key reads as lo. */
 static at_status meta_int(at_db *db, MDB_txn *txn, MDB_dbi meta, const char *key, int required,
                           int64_t lo, int64_t *out)
@@ -501,7 +510,10 @@ static at_status open_env(at_db *db, int readonly, int *checked, int *err)
     if (readonly && !exists)
         return at_fail(AT_ERR_DB, "no database at %s (data.mdb is empty)", db->path);
     if (!readonly && !exists) AT_TRY(check_free_space(db->path, err));
-    at_status s = prepare_lock_file(db->path, err);
+    /* A layer's folder is never written: its lock file is used only when it is there and
+     * writable, and never created. */
+    at_status s = readonly == AT_DB_LAYER ? (layer_lock_usable(db->path) ? AT_OK : AT_ERR_DB)
+                                          : prepare_lock_file(db->path, err);
     if (s != AT_OK && !readonly) return s;
     int rc = env_open(e, db->path, readonly, exists, s != AT_OK);
     if (rc != MDB_SUCCESS) {
@@ -647,9 +659,11 @@ at_status at_db_open(const char *path, int mode, at_db **out)
     if (!out) return at_fail(AT_ERR_INVALID_ARG, "at_db_open: out is NULL");
     *out = NULL;
     if (!path || !*path) return at_fail(AT_ERR_INVALID_ARG, "database path is empty");
-    if (mode != AT_DB_READWRITE && mode != AT_DB_READONLY && mode != AT_DB_WRITABLE_OR_READONLY)
+    if (mode != AT_DB_READWRITE && mode != AT_DB_READONLY && mode != AT_DB_WRITABLE_OR_READONLY &&
+        mode != AT_DB_LAYER)
         return at_fail(AT_ERR_INVALID_ARG, "at_db_open: unknown mode %d", mode);
     int err = 0, checked = 0;
+    if (mode == AT_DB_LAYER) return open_handle(path, AT_DB_LAYER, &checked, &err, out);
     at_status s = open_handle(path, mode == AT_DB_READONLY, &checked, &err, out);
     if (s == AT_OK || mode != AT_DB_WRITABLE_OR_READONLY || s != AT_ERR_DB ||
         (err != EACCES && err != EPERM && err != EROFS && err != ENOSPC && err != -1))

@@ -27,7 +27,11 @@ enum {
      * or the directory are not writable (EROFS, ENOSPC, EACCES, EPERM), or the database is open
      * read-only in this process, read-only instead: at_db_readonly_reason() then says why, and
      * every write fails with AT_ERR_DB and that reason. */
-    AT_DB_WRITABLE_OR_READONLY = 2
+    AT_DB_WRITABLE_OR_READONLY = 2,
+    /* Read-only, and nothing in its folder is created or written: a layer of the search path
+     * (docs/shipping.md). LMDB's lock file is used when it is there and writable, else the
+     * database is read without locks (MDB_NOLOCK). */
+    AT_DB_LAYER = 3
 };
 
 /* Opens the database directory at path (LMDB environment: path/data.mdb) as mode says. Before

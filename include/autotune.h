@@ -182,7 +182,10 @@ typedef struct at_tune_report {
     double seconds;           /* wall time of the call */
     char template_name[64];   /* the template tuned (or that the cache hit was tuned with) */
     double best_gbytes_per_s; /* the operation's bytes moved per second at the best time */
-    int64_t reserved[16];
+    /* configs tried first because a database on the search path has them for this problem: a
+     * stale template version's, or another device's of this family (docs/shipping.md) */
+    int64_t seeds;
+    int64_t reserved[15];
 } at_tune_report;
 
 /* ---- context ---------------------------------------------------------------------------- */
@@ -197,6 +200,12 @@ at_status at_context_create(const at_context_options *opts, at_context **out);
 void at_context_destroy(at_context *ctx); /* accepts NULL */
 /* The detailed message of the last failure on ctx (a compiler log, a path); "" if none. */
 const char *at_context_last_error(const at_context *ctx);
+/* Database i on the context's search path: 0 the user's, then the read-only layers in the
+ * order they are searched (a bundle layer by its file); NULL past the last. */
+const char *at_context_database(const at_context *ctx, size_t i);
+/* What at_context_create skipped on the search path (damaged or unreadable layers), one line
+ * each, for the caller to show as warnings; "" when nothing. */
+const char *at_context_warnings(const at_context *ctx);
 /* "opencl", "cuda" or "hip"; the device's readable name; the device key used in the database. */
 const char *at_context_backend(const at_context *ctx);
 const char *at_context_device_name(const at_context *ctx);
@@ -208,11 +217,17 @@ void *at_context_native_queue(const at_context *ctx);
 
 /* ---- GEMM ------------------------------------------------------------------------------- */
 
-/* A ready kernel for the problem: the database's tuned entry, else tuned now when flags has
- * AT_GET_ALLOW_TUNE, else the nearest tuned shape (same device, dtype, layout and template, log-
- * ratio distance, config valid for p), else the template's first valid default configuration.
- * *source (may be NULL) says which. Returns AT_ERR_INVALID_ARG, AT_ERR_UNSUPPORTED,
- * AT_ERR_NOT_FOUND (AT_GET_NO_FALLBACK), AT_ERR_COMPILE, AT_ERR_DB. */
+/* A ready kernel for the problem, from the fallback chain over the user's database and the
+ * read-only layers (docs/shipping.md): the tuned entry of this problem on this device (exact),
+ * else tuned now when flags has AT_GET_ALLOW_TUNE, else the nearest tuned shape on this device
+ * (same dtype and layout, log-ratio distance), else the nearest shape tuned on another device
+ * of this architecture (same-arch), then of this vendor, else the template's first valid
+ * default configuration. Only an entry whose template version the template serving the problem
+ * here trusts and whose config is valid for p counts; one not measured on this device is first
+ * compiled and run once on p against the reference (stored, so it is done once). *source (may
+ * be NULL) says which level; at_kernel_info says more. Returns AT_ERR_INVALID_ARG,
+ * AT_ERR_UNSUPPORTED, AT_ERR_NOT_FOUND (AT_GET_NO_FALLBACK: exact only), AT_ERR_COMPILE,
+ * AT_ERR_DB. */
 at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags, at_kernel **out,
                       at_source *source);
 /* Tunes the problem on the context's device, records every measurement and the best in the
@@ -231,8 +246,8 @@ void at_kernel_destroy(at_kernel *k); /* accepts NULL */
 
 /* ---- attention --------------------------------------------------------------------------- */
 
-/* As at_gemm_get / at_gemm_tune, for attention: fallbacks to the nearest tuned shape (same
- * dtype, layout, head_dim, causal and head grouping) and the template's defaults. */
+/* As at_gemm_get / at_gemm_tune, for attention: the same fallback chain, the nearest shape
+ * being one of the same dtype, layout, head_dim, causal and head grouping. */
 at_status at_attention_get(at_context *ctx, const at_attention_problem *p, unsigned flags,
                            at_kernel **out, at_source *source);
 at_status at_attention_tune(at_context *ctx, const at_attention_problem *p,
@@ -523,6 +538,43 @@ at_status at_lookup(at_context *ctx, const at_problem *p, unsigned flags, at_loo
 /* Where kernel k's configuration came from (as at_lookup; AT_SOURCE_TUNED for a kernel tuned on
  * the spot). */
 at_status at_kernel_info(const at_kernel *k, at_lookup_info *out);
+
+/* The answer of each level of the fallback chain for p on ctx's device, in chain order (exact,
+ * nearest-shape, same-arch, vendor, default): found[i] is 1 when level i has one, and out[i]
+ * is it (validated as at_lookup does). For `autotune db show`. Errors as at_lookup. */
+at_status at_lookup_levels(at_context *ctx, const at_problem *p, at_lookup_info out[5],
+                           int found[5]);
+
+/* One best entry of this device re-measured by at_verify. */
+typedef struct at_verify_entry {
+    char database[1024]; /* the database on the search path holding it */
+    char problem_key[256];
+    char template_name[64];
+    char config[512];
+    double recorded_us; /* the entry's time_us */
+    double measured_us; /* the median now (0 when it failed) */
+    int slower;         /* measured_us > recorded_us * max_slowdown */
+    int failed;         /* no longer compiles or fails its check, or its template version is no
+                         * longer trusted: reason says which */
+    int driver_changed, compiler_changed; /* recorded with another driver / compiler version */
+    char reason[512];
+    char recorded_driver[256], recorded_compiler[256];
+    int64_t reserved[8];
+} at_verify_entry;
+
+/* Re-measures every best entry of ctx's device in the databases on its search path (of
+ * operation op; NULL: all) with the tuning's compile, check and timing, stores nothing, and
+ * calls visit for each (a non-zero return stops). *flagged counts the entries slower than
+ * recorded by more than max_slowdown (> 1), failed or recorded with another driver or compiler.
+ * AT_ERR_INVALID_ARG (op, max_slowdown), AT_ERR_DB*, a device failure. */
+at_status at_verify(at_context *ctx, const char *op, double max_slowdown,
+                    int (*visit)(void *user, const at_verify_entry *e), void *user,
+                    int64_t *flagged);
+
+/* The problem a database key names ("gemm/f32/nn/64x64x64"; fields the key does not hold take
+ * their defaults). AT_ERR_INVALID_ARG (with at_problem_last_error) for a key that is not one,
+ * AT_ERR_UNSUPPORTED for an operation that cannot read its keys. */
+at_status at_problem_from_key(const char *key, at_problem **out);
 
 /* template_name: NULL for the registry's choice. */
 at_status at_space_count(at_context *ctx, const at_problem *p, const char *template_name,

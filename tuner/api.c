@@ -4,6 +4,7 @@
 #include "tuner/pipeline.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,101 @@ at_status at_ctx_fail(at_context *ctx, at_status s)
 }
 
 const char *at_context_last_error(const at_context *ctx) { return ctx ? ctx->last_error : ""; }
+
+/* ---- the memo: lookups and checks answered in this process ---------------------------------- */
+
+#define MEMO_BUCKETS 1024
+
+typedef struct memo_entry {
+    struct memo_entry *next;
+    char *key;        /* "L<flags>|<signature>" for a lookup, "C|..." for a check */
+    at_status status; /* AT_OK or AT_ERR_NOT_FOUND (a lookup); AT_OK or not (a check) */
+    at_lookup_info info;
+} memo_entry;
+
+struct at_memo {
+    pthread_mutex_t lock;
+    memo_entry *b[MEMO_BUCKETS];
+};
+
+static at_status memo_create(at_context *ctx)
+{
+    if (!(ctx->memo = calloc(1, sizeof *ctx->memo)))
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    pthread_mutex_init(&ctx->memo->lock, NULL);
+    return AT_OK;
+}
+
+static void memo_free(at_context *ctx)
+{
+    if (!ctx->memo) return;
+    for (size_t i = 0; i < MEMO_BUCKETS; i++)
+        for (memo_entry *e = ctx->memo->b[i], *next; e; e = next) {
+            next = e->next;
+            free(e->key);
+            free(e);
+        }
+    pthread_mutex_destroy(&ctx->memo->lock);
+    free(ctx->memo);
+    ctx->memo = NULL;
+}
+
+/* 1 and the stored outcome when key is in the memo. */
+static int memo_get(at_context *ctx, const char *key, at_status *status, at_lookup_info *info)
+{
+    struct at_memo *m = ctx->memo;
+    int found = 0;
+    if (!m) return 0; /* a context made by hand (tests) */
+    pthread_mutex_lock(&m->lock);
+    for (memo_entry *e = m->b[at_hash_str(AT_HASH_SEED, key) % MEMO_BUCKETS]; e && !found;
+         e = e->next)
+        if (strcmp(e->key, key) == 0) {
+            found = 1;
+            *status = e->status;
+            if (info) *info = e->info;
+        }
+    pthread_mutex_unlock(&m->lock);
+    return found;
+}
+
+/* Remembers an outcome (out of memory: not remembered, asked again next time). */
+static void memo_put(at_context *ctx, const char *key, at_status status, const at_lookup_info *info)
+{
+    struct at_memo *m = ctx->memo;
+    memo_entry *e = m ? calloc(1, sizeof *e) : NULL;
+    if (!e || !(e->key = at_strdup(key))) {
+        free(e);
+        return;
+    }
+    e->status = status;
+    if (info) e->info = *info;
+    pthread_mutex_lock(&m->lock);
+    memo_entry **b = &m->b[at_hash_str(AT_HASH_SEED, key) % MEMO_BUCKETS];
+    e->next = *b;
+    *b = e;
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* Forgets every lookup (checks stay): a tuning run may change the answer of its problem and of
+ * every problem whose nearest shape it now is. */
+static void memo_forget(at_context *ctx)
+{
+    struct at_memo *m = ctx->memo;
+    if (!m) return;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < MEMO_BUCKETS; i++)
+        for (memo_entry **pe = &m->b[i]; *pe;) {
+            memo_entry *e = *pe;
+            if (e->key[0] == 'L') {
+                *pe = e->next;
+                free(e->key);
+                free(e);
+            } else {
+                pe = &e->next;
+            }
+        }
+    pthread_mutex_unlock(&m->lock);
+}
 
 /* ---- context ------------------------------------------------------------------------------ */
 
@@ -137,6 +233,10 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
     /* A database this process cannot write still answers lookups: writes then fail with the
      * reason (at_db_readonly_reason). */
     if (s == AT_OK) s = at_db_open(ctx->db_path, AT_DB_WRITABLE_OR_READONLY, &ctx->db);
+    /* The read-only layers: what cannot be opened is skipped (at_context_warnings says why). */
+    if (s == AT_OK) s = at_layers_open(&ctx->layers, ctx->db, ctx->db_path, o.db_search_path);
+    if (s == AT_OK) s = memo_create(ctx);
+    if (s == AT_OK) at_device_rec_from_info(&ctx->info, "", &ctx->id);
     if (s == AT_OK) s = ctx->ops->open(o.device, &ctx->dev);
     ctx->device_index = o.device;
     ctx->compile_threads = o.compile_threads;
@@ -147,9 +247,21 @@ void at_context_destroy(at_context *ctx)
 {
     if (!ctx) return;
     if (ctx->ops && ctx->dev) ctx->ops->close(ctx->dev);
+    memo_free(ctx);
+    at_layers_close(&ctx->layers);
     at_db_close(ctx->db);
     free(ctx->db_path);
     free(ctx);
+}
+
+const char *at_context_database(const at_context *ctx, size_t i)
+{
+    return ctx && i < ctx->layers.n ? ctx->layers.path[i] : NULL;
+}
+
+const char *at_context_warnings(const at_context *ctx)
+{
+    return ctx ? at_sb_str(&ctx->layers.warn) : "";
 }
 
 const char *at_context_backend(const at_context *ctx) { return ctx->info.backend; }
@@ -193,71 +305,303 @@ static at_status resolved(const at_problem *p, at_problem **out)
     return s;
 }
 
-/* The database's best entry for p on this device. */
-static int lookup_best(at_context *ctx, const at_problem *p, at_best_rec *b)
-{
-    char pkey[256];
-    p->op->key(p->data, pkey, sizeof pkey);
-    char *key = at_db_best_key(pkey, ctx->info.key);
-    int hit = key && at_db_get_best(ctx->db, key, b) == AT_OK;
-    free(key);
-    at_errclear();
-    return hit;
-}
-
 /* 1 if results tuned with the template version `hash` hold for t (at_template_trusts). */
 static int trusts(const at_template *t, const char *hash) { return at_template_trusts(t, hash); }
 
-/* The template a best entry was tuned with, if it still serves p here and is the same version
- * (an entry from before templates were named was made with the default choice). */
-static at_template *best_template(at_context *ctx, const at_problem *p, const at_best_rec *b)
+/* ---- the fallback chain (docs/shipping.md) -------------------------------------------------- */
+
+enum { LV_EXACT, LV_NEAREST, LV_ARCH, LV_VENDOR, LV_DEFAULT, LV_COUNT };
+static const at_source k_level_source[LV_COUNT] = {
+    AT_SOURCE_HIT, AT_SOURCE_NEAREST, AT_SOURCE_SAME_ARCH, AT_SOURCE_VENDOR, AT_SOURCE_DEFAULT};
+
+/* The databases on the path: the user's, then the layers (a context made by hand has only
+ * its db). */
+static size_t ndbs(const at_context *ctx) { return ctx->layers.n ? ctx->layers.n : 1; }
+static at_db *db_at(const at_context *ctx, size_t i) { return i ? ctx->layers.db[i] : ctx->db; }
+static const char *db_path_at(const at_context *ctx, size_t i)
 {
-    at_template *t = NULL;
-    if (at_template_for(p, &ctx->info, b->template_name[0] ? b->template_name : NULL, &t) !=
-        AT_OK) {
-        at_errclear();
-        return NULL;
-    }
-    if (trusts(t, b->template_hash)) return t;
-    at_template_free(t);
-    return NULL;
+    return ctx->layers.n ? ctx->layers.path[i] : at_db_path(ctx->db);
 }
 
-/* The tuned entry of the nearest problem (the operation's distance) on this device, made with
- * template t and valid for p. */
-static int lookup_nearest(at_context *ctx, const at_problem *p, const at_template *t,
-                          at_best_rec *out)
+/* A best entry that may answer for p: database, key, level and distance. */
+typedef struct cand {
+    size_t db;
+    char *key;
+    int level;
+    double dist;
+    size_t seq; /* key order within its database */
+} cand;
+
+typedef struct cands {
+    cand *c;
+    size_t n, cap;
+} cands;
+
+static void cands_free(cands *cs)
 {
+    for (size_t i = 0; i < cs->n; i++) free(cs->c[i].key);
+    free(cs->c);
+    memset(cs, 0, sizeof *cs);
+}
+
+/* Level first, then the nearest problem, then the earlier database. */
+static int cand_cmp(const void *va, const void *vb)
+{
+    const cand *a = va, *b = vb;
+    if (a->level != b->level) return a->level < b->level ? -1 : 1;
+    if (a->dist != b->dist) return a->dist < b->dist ? -1 : 1;
+    if (a->db != b->db) return a->db < b->db ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The level a device stands at for this one: LV_NEAREST (this device), LV_ARCH (its family),
+ * LV_VENDOR, or -1. */
+static int device_level(const at_context *ctx, at_key_part dev)
+{
+    if (at_key_part_is(dev, ctx->info.key)) return LV_NEAREST;
+    char *d = at_key_part_dup(dev);
+    if (!d) return -1;
+    at_device_rec id;
+    at_device_rec_from_key(d, &id);
+    free(d);
+    if (strcmp(id.family, ctx->id.family) == 0) return LV_ARCH;
+    return strcmp(id.vendor, ctx->id.vendor) == 0 ? LV_VENDOR : -1;
+}
+
+static at_status cands_push(cands *cs, size_t db, const char *key, int level, double dist)
+{
+    if (cs->n == cs->cap) {
+        size_t cap = cs->cap ? 2 * cs->cap : 16;
+        cand *c = realloc(cs->c, cap * sizeof *c);
+        if (!c) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        cs->c = c;
+        cs->cap = cap;
+    }
+    char *k = at_strdup(key);
+    if (!k) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    cs->c[cs->n] = (cand){db, k, level, dist, cs->n};
+    cs->n++;
+    return AT_OK;
+}
+
+/* The best entries of every database on the path at levels lo..hi (<= LV_VENDOR) for p,
+ * sorted. A database that cannot be read is passed over. */
+static at_status gather(at_context *ctx, const at_problem *p, const char *pkey, int lo, int hi,
+                        cands *cs)
+{
+    memset(cs, 0, sizeof *cs);
     char prefix[64];
     snprintf(prefix, sizeof prefix, "%s/", p->op->name);
-    char **keys = NULL;
-    size_t n = 0;
-    int found = 0;
-    double best = INFINITY;
-    /* LMDB allows one read transaction per thread: the keys first, then their records. */
-    if (at_db_keys(ctx->db, "best", prefix, &keys, &n) == AT_OK) {
-        for (size_t i = 0; i < n; i++) {
-            at_best_key k;
-            if (at_best_key_split(keys[i], &k) != AT_OK || !at_key_part_is(k.device, ctx->info.key))
-                continue;
-            char *problem_key = at_key_part_dup(k.problem);
-            double d = problem_key ? p->op->distance(p->data, problem_key) : INFINITY;
-            free(problem_key);
-            at_best_rec b;
-            int64_t cfg[AT_MAX_PARAMS];
-            if (!(d < best) || at_db_get_best(ctx->db, keys[i], &b) != AT_OK) continue;
-            if (!trusts(t, b.template_hash)) continue;
-            if (at_config_parse(t->space, b.config, cfg) != AT_OK ||
-                !at_space_valid(t->space, cfg, NULL, 0))
-                continue;
-            best = d;
-            *out = b;
-            found = 1;
+    at_status s = AT_OK;
+    for (size_t i = 0; i < ndbs(ctx) && s == AT_OK; i++) {
+        if (hi == LV_EXACT) { /* one key per database */
+            char *key = at_db_best_key(pkey, ctx->info.key);
+            s = key ? cands_push(cs, i, key, LV_EXACT, 0) : AT_ERR_INVALID_ARG;
+            free(key);
+            continue;
         }
+        char **keys = NULL;
+        size_t n = 0;
+        if (at_db_keys(db_at(ctx, i), "best", prefix, &keys, &n) != AT_OK) at_errclear();
+        for (size_t k = 0; k < n && s == AT_OK; k++) {
+            at_best_key bk;
+            if (at_best_key_split(keys[k], &bk) != AT_OK) continue;
+            int level = device_level(ctx, bk.device);
+            if (level < 0) continue;
+            char *problem = at_key_part_dup(bk.problem);
+            double d = problem ? p->op->distance(p->data, problem) : INFINITY;
+            free(problem);
+            if (!isfinite(d)) continue;
+            if (level == LV_NEAREST && d == 0) level = LV_EXACT;
+            if (level >= lo && level <= hi) s = cands_push(cs, i, keys[k], level, d);
+        }
+        at_db_keys_free(keys, n);
     }
-    at_db_keys_free(keys, n);
+    if (cs->n) qsort(cs->c, cs->n, sizeof *cs->c, cand_cmp);
+    return s;
+}
+
+/* The templates a walk loaded, by the name a best entry gives ("": the registry's choice). */
+#define TCACHE 8
+typedef struct tcache {
+    char name[TCACHE][64];
+    at_template *t[TCACHE];
+    int tried[TCACHE];
+} tcache;
+
+static at_template *template_named(at_context *ctx, const at_problem *p, tcache *tc,
+                                   const char *name)
+{
+    size_t i = 0;
+    for (; i < TCACHE && tc->tried[i]; i++)
+        if (strcmp(tc->name[i], name) == 0) return tc->t[i];
+    if (i == TCACHE) return NULL;
+    tc->tried[i] = 1;
+    snprintf(tc->name[i], sizeof tc->name[i], "%s", name);
+    if (at_template_for(p, &ctx->info, name[0] ? name : NULL, &tc->t[i]) != AT_OK) at_errclear();
+    return tc->t[i];
+}
+
+static void tcache_free(tcache *tc)
+{
+    for (size_t i = 0; i < TCACHE; i++) at_template_free(tc->t[i]);
+}
+
+/* 1 when config of t passes on p here: measured ok on this device in the user's database, or
+ * checked ok before (this process's memo, then the user's checks table), or now by one checked
+ * run (compiled, run once on p against the reference; stored in the checks table). *checked: 1
+ * when it was not measured here. */
+static int config_passes(at_context *ctx, at_template *t, const at_problem *p, const char *pkey,
+                         const char *config, int *checked)
+{
+    *checked = 0;
+    char *rkey = at_db_result_key(pkey, ctx->info.key, t->hash, config);
+    at_result_rec r;
+    if (rkey && at_db_get_result(ctx->db, rkey, &r) == AT_OK) {
+        free(rkey);
+        return r.status == AT_RS_OK;
+    }
+    free(rkey);
     at_errclear();
+    *checked = 1;
+    char sig[768], key[1536];
+    at_problem_signature(p, sig, sizeof sig);
+    snprintf(key, sizeof key, "C|%s|%s|%s", sig, t->hash, config);
+    at_status st;
+    if (memo_get(ctx, key, &st, NULL)) return st == AT_OK;
+    /* Checked before by any process: the user's checks table. */
+    rkey = at_db_result_key(pkey, ctx->info.key, t->hash, config);
+    int known = rkey && at_db_get_check(ctx->db, rkey, &r) == AT_OK;
+    at_errclear();
+    /* The problem itself, not a smaller one: whether a config is right depends on the shape
+     * (edge tiles, split-K remainders, alignment), which is what the check is for. */
+    if (!known && at_config_run(ctx, t, p, config, 0, &r) != AT_OK) {
+        at_errclear(); /* the run could not be made: not remembered, not an answer */
+        free(rkey);
+        return 0;
+    }
+    /* Stored so it is done once (a read-only database: for this process only). */
+    if (!known && rkey && !at_db_readonly_reason(ctx->db) &&
+        at_db_put_check(ctx->db, rkey, &r) != AT_OK)
+        at_errclear();
+    free(rkey);
+    memo_put(ctx, key, r.status == AT_RS_OK ? AT_OK : AT_ERR_NO_VALID_CONFIG, NULL);
+    return r.status == AT_RS_OK;
+}
+
+/* An answer of the chain: where it came from, its record, its template (owned). */
+typedef struct answer {
+    at_lookup_info info;
+    at_best_rec b;
+    at_template *t;
+} answer;
+
+/* The first candidate (in order) whose template serves p here, trusts its version, and whose
+ * config is valid for p and passes here; only_template: of that template only. */
+static int walk(at_context *ctx, const at_problem *p, const char *pkey, const cands *cs,
+                const char *only_template, answer *a)
+{
+    tcache tc = {0};
+    int found = 0;
+    for (size_t i = 0; i < cs->n && !found; i++) {
+        const cand *c = &cs->c[i];
+        at_best_rec b;
+        if (at_db_get_best(db_at(ctx, c->db), c->key, &b) != AT_OK) {
+            at_errclear();
+            continue;
+        }
+        at_template *t = template_named(ctx, p, &tc, b.template_name);
+        int64_t cfg[AT_MAX_PARAMS];
+        if (!t || !trusts(t, b.template_hash) ||
+            (only_template && strcmp(t->name, only_template)) ||
+            at_config_parse(t->space, b.config, cfg) != AT_OK ||
+            !at_space_valid(t->space, cfg, NULL, 0)) {
+            at_errclear();
+            continue;
+        }
+        int checked = 0;
+        if (!(c->db == 0 && c->level <= LV_NEAREST) &&
+            !config_passes(ctx, t, p, pkey, b.config, &checked))
+            continue;
+        found = 1;
+        at_best_key bk;
+        at_best_key_split(c->key, &bk);
+        at_lookup_info *in = &a->info;
+        memset(in, 0, sizeof *in);
+        in->source = k_level_source[c->level];
+        snprintf(in->database, sizeof in->database, "%s", db_path_at(ctx, c->db));
+        snprintf(in->device_key, sizeof in->device_key, "%.*s", (int)bk.device.n, bk.device.s);
+        snprintf(in->problem_key, sizeof in->problem_key, "%.*s", (int)bk.problem.n, bk.problem.s);
+        snprintf(in->config, sizeof in->config, "%s", b.config);
+        snprintf(in->template_name, sizeof in->template_name, "%s", t->name);
+        snprintf(in->template_hash, sizeof in->template_hash, "%s", b.template_hash);
+        in->time_us = b.time_us;
+        in->validated = checked;
+        a->b = b;
+        for (size_t j = 0; j < TCACHE; j++) /* the answer keeps its template */
+            if (tc.t[j] == t) tc.t[j] = NULL;
+        a->t = t;
+    }
+    tcache_free(&tc);
     return found;
+}
+
+/* The first valid default of the template serving p (only_template: that one). */
+static at_status default_answer(at_context *ctx, const at_problem *p, const char *only_template,
+                                answer *a);
+
+/* The chain from level lo to hi for p (resolved and valid). AT_ERR_NOT_FOUND when no level
+ * answers. */
+static at_status chain(at_context *ctx, const at_problem *p, int lo, int hi,
+                       const char *only_template, answer *a)
+{
+    memset(a, 0, sizeof *a);
+    char pkey[256];
+    p->op->key(p->data, pkey, sizeof pkey);
+    /* The exact level first on its own: one key per database, no scan of the others. */
+    if (lo == LV_EXACT && hi > LV_EXACT) {
+        at_status s = chain(ctx, p, LV_EXACT, LV_EXACT, only_template, a);
+        if (s != AT_ERR_NOT_FOUND) return s;
+        lo = LV_NEAREST;
+    }
+    if (lo <= LV_VENDOR) {
+        cands cs;
+        at_status s = gather(ctx, p, pkey, lo, hi < LV_VENDOR ? hi : LV_VENDOR, &cs);
+        int found = s == AT_OK && walk(ctx, p, pkey, &cs, only_template, a);
+        cands_free(&cs);
+        if (s != AT_OK || found) return s;
+    }
+    if (hi >= LV_DEFAULT) return default_answer(ctx, p, only_template, a);
+    return at_fail(AT_ERR_NOT_FOUND, "no tuned entry for %s on %s", pkey, ctx->info.key);
+}
+
+size_t at_seed_configs(at_context *ctx, const at_template *t, const at_problem *p, int64_t *out,
+                       size_t cap)
+{
+    char pkey[256];
+    p->op->key(p->data, pkey, sizeof pkey);
+    cands cs;
+    size_t n = 0, np = t->space->nparams;
+    if (gather(ctx, p, pkey, LV_EXACT, LV_ARCH, &cs) != AT_OK) at_errclear();
+    for (size_t i = 0; i < cs.n && n < cap; i++) {
+        const cand *c = &cs.c[i];
+        at_best_rec b;
+        if (c->dist != 0 || c->level == LV_NEAREST ||
+            at_db_get_best(db_at(ctx, c->db), c->key, &b) != AT_OK ||
+            (b.template_name[0] && strcmp(b.template_name, t->name) != 0) ||
+            (c->level == LV_EXACT && trusts(t, b.template_hash)))
+            continue; /* a trusted entry of this device is an answer, not a seed */
+        int64_t *cfg = out + n * np;
+        if (at_config_parse(t->space, b.config, cfg) != AT_OK ||
+            !at_space_valid(t->space, cfg, NULL, 0))
+            continue;
+        int dup = 0;
+        for (size_t j = 0; j < n && !dup; j++) dup = !memcmp(out + j * np, cfg, np * sizeof *cfg);
+        if (!dup) n++;
+    }
+    at_errclear();
+    cands_free(&cs);
+    return n;
 }
 
 /* The first of the template's defaults valid for this problem and device. */
@@ -274,6 +618,19 @@ static at_status default_config(const at_template *t, char *buf, size_t len)
     return at_fail(AT_ERR_NO_VALID_CONFIG,
                    "none of the %s template's defaults is valid for this problem on this device",
                    s->name);
+}
+
+static at_status default_answer(at_context *ctx, const at_problem *p, const char *only_template,
+                                answer *a)
+{
+    AT_TRY(at_template_for(p, &ctx->info, only_template, &a->t));
+    at_lookup_info *in = &a->info;
+    memset(in, 0, sizeof *in);
+    in->source = AT_SOURCE_DEFAULT;
+    p->op->key(p->data, in->problem_key, sizeof in->problem_key);
+    snprintf(in->template_name, sizeof in->template_name, "%s", a->t->name);
+    snprintf(in->template_hash, sizeof in->template_hash, "%s", a->t->hash);
+    return default_config(a->t, in->config, sizeof in->config);
 }
 
 /* The space's size before its constraints, as the reports' int64_t (saturating). */
@@ -303,45 +660,124 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
     at_tune_options o = {0};
     default_tune_options(opts, &o);
     at_problem *p = NULL;
+    answer a = {0};
     at_template *t = NULL;
-    at_best_rec b;
     char config[512] = "";
     at_status s = ready(ctx);
     if (s == AT_OK) s = resolved(problem, &p);
-    /* A cache hit: the stored best, made with a template that still serves the problem here
-     * at the same version (the one asked for, when one is). */
-    if (s == AT_OK && !o.force && !o.replay_db && lookup_best(ctx, p, &b) &&
-        (t = best_template(ctx, p, &b)) && o.template_name &&
-        strcmp(t->name, o.template_name) != 0) {
-        at_template_free(t);
-        t = NULL;
-    }
-    if (t) {
+    /* A cache hit: an exact entry of any database on the path, made with a template that still
+     * serves the problem here at a trusted version (the one asked for, when one is), and
+     * checked on this device when it was not measured here. */
+    int hit = s == AT_OK && !o.force && !o.replay_db &&
+              chain(ctx, p, LV_EXACT, LV_EXACT, o.template_name, &a) == AT_OK;
+    if (s == AT_OK) at_errclear(); /* a miss is no failure */
+    if (hit) {
         /* Nothing is compiled, unless the caller wants the kernel and its binary is not in the
          * database. */
+        const at_best_rec *b = &a.b;
+        t = a.t;
         rep->cache_hit = 1;
-        rep->space = b.space;
-        rep->best_time_us = b.time_us;
-        rep->best_gflops = b.gflops;
-        rep->best_gbytes_per_s = p->op->bytes(p->data) / (b.time_us * 1e3);
-        rep->best_max_rel_error = b.max_rel_error;
-        snprintf(rep->best_config, sizeof rep->best_config, "%s", b.config);
-        snprintf(config, sizeof config, "%s", b.config);
+        rep->space = b->space;
+        rep->best_time_us = b->time_us;
+        rep->best_gflops = b->gflops;
+        rep->best_gbytes_per_s = p->op->bytes(p->data) / (b->time_us * 1e3);
+        rep->best_max_rel_error = b->max_rel_error;
+        snprintf(rep->best_config, sizeof rep->best_config, "%s", b->config);
+        snprintf(config, sizeof config, "%s", b->config);
     } else if (s == AT_OK) {
         s = at_template_for(p, &ctx->info, o.template_name, &t);
         /* Candidates run in a worker process: a fault is recorded against the candidate that
          * made it, and the worker replaced (tuner/worker.c). */
         if (s == AT_OK) s = at_pipeline_tune(ctx, t, p, &o, rep, config, sizeof config);
+        char pkey[256];
+        p->op->key(p->data, pkey, sizeof pkey);
+        if (!o.replay_db) memo_forget(ctx);
+        a.info = (at_lookup_info){.source = AT_SOURCE_TUNED, .time_us = rep->best_time_us};
+        snprintf(a.info.database, sizeof a.info.database, "%s", at_db_path(ctx->db));
+        snprintf(a.info.device_key, sizeof a.info.device_key, "%s", ctx->info.key);
+        snprintf(a.info.problem_key, sizeof a.info.problem_key, "%s", pkey);
+        snprintf(a.info.config, sizeof a.info.config, "%s", config);
+        if (t) {
+            snprintf(a.info.template_name, sizeof a.info.template_name, "%s", t->name);
+            snprintf(a.info.template_hash, sizeof a.info.template_hash, "%s", t->hash);
+        }
     }
     if (t) {
         snprintf(rep->template_name, sizeof rep->template_name, "%s", t->name);
         rep->space_total = space_total(t->space);
     }
     if (s == AT_OK && out) s = at_kernel_build(ctx, t, p, config, out);
+    if (s == AT_OK && out) (*out)->info = a.info;
     at_template_free(t);
     at_problem_destroy(p);
     rep->seconds = at_now() - t0;
     return at_ctx_fail(ctx, s);
+}
+
+/* at_lookup on a resolved, valid problem. */
+static at_status lookup(at_context *ctx, const at_problem *p, unsigned flags, at_lookup_info *out)
+{
+    char key[1024], pkey[256];
+    unsigned f = flags & AT_GET_NO_FALLBACK;
+    int n = snprintf(key, sizeof key, "L%u|", f);
+    at_problem_signature(p, key + n, sizeof key - (size_t)n);
+    p->op->key(p->data, pkey, sizeof pkey);
+    at_status s;
+    if (memo_get(ctx, key, &s, out)) {
+        if (s == AT_ERR_NOT_FOUND)
+            return at_fail(s, "no tuned entry for %s on %s", pkey, ctx->info.key);
+        return s;
+    }
+    answer a;
+    s = chain(ctx, p, LV_EXACT, f ? LV_EXACT : LV_DEFAULT, NULL, &a);
+    at_template_free(a.t);
+    if (s == AT_OK) *out = a.info;
+    if (s == AT_OK || s == AT_ERR_NOT_FOUND) memo_put(ctx, key, s, &a.info);
+    return s;
+}
+
+at_status at_lookup(at_context *ctx, const at_problem *problem, unsigned flags, at_lookup_info *out)
+{
+    if (out) memset(out, 0, sizeof *out);
+    at_problem *p = NULL;
+    at_status s = ready(ctx);
+    if (s == AT_OK && !out) s = at_fail(AT_ERR_INVALID_ARG, "at_lookup: out is NULL");
+    if (s == AT_OK) s = resolved(problem, &p);
+    if (s == AT_OK) s = lookup(ctx, p, flags, out);
+    at_problem_destroy(p);
+    return at_ctx_fail(ctx, s);
+}
+
+at_status at_lookup_levels(at_context *ctx, const at_problem *problem, at_lookup_info out[5],
+                           int found[5])
+{
+    at_problem *p = NULL;
+    at_status s = ready(ctx);
+    if (s == AT_OK) s = resolved(problem, &p);
+    for (int lv = 0; lv < LV_COUNT; lv++) {
+        answer a;
+        found[lv] = 0;
+        memset(&out[lv], 0, sizeof out[lv]);
+        at_status r = s == AT_OK ? chain(ctx, p, lv, lv, NULL, &a) : s;
+        if (s != AT_OK) continue;
+        at_template_free(a.t);
+        if (r == AT_OK) {
+            found[lv] = 1;
+            out[lv] = a.info;
+        } else if (r != AT_ERR_NOT_FOUND && r != AT_ERR_NO_VALID_CONFIG) {
+            s = r;
+        }
+    }
+    at_problem_destroy(p);
+    if (s == AT_OK) at_errclear();
+    return at_ctx_fail(ctx, s);
+}
+
+at_status at_kernel_info(const at_kernel *k, at_lookup_info *out)
+{
+    if (!k || !out) return at_fail(AT_ERR_INVALID_ARG, "at_kernel_info: NULL argument");
+    *out = k->info;
+    return AT_OK;
 }
 
 at_status at_get(at_context *ctx, const at_problem *problem, unsigned flags, at_kernel **out,
@@ -350,35 +786,121 @@ at_status at_get(at_context *ctx, const at_problem *problem, unsigned flags, at_
     *out = NULL;
     at_problem *p = NULL;
     at_template *t = NULL;
+    at_lookup_info info;
     at_status s = ready(ctx);
     if (s == AT_OK) s = resolved(problem, &p);
-    at_best_rec b;
-    char config[512] = "";
-    at_source src = AT_SOURCE_HIT;
-    if (s == AT_OK && lookup_best(ctx, p, &b) && (t = best_template(ctx, p, &b))) {
-        snprintf(config, sizeof config, "%s", b.config);
-    } else if (s == AT_OK && (s = at_template_for(p, &ctx->info, NULL, &t)) != AT_OK) {
-        /* no template serves the problem here */
-    } else if (s == AT_OK && (flags & AT_GET_ALLOW_TUNE)) {
-        at_template_free(t);
+    /* ALLOW_TUNE: an exact entry, else tune now. */
+    if (s == AT_OK)
+        s = lookup(ctx, p, flags & AT_GET_ALLOW_TUNE ? AT_GET_NO_FALLBACK : flags, &info);
+    if (s == AT_ERR_NOT_FOUND && (flags & AT_GET_ALLOW_TUNE)) {
         at_problem_destroy(p);
         if (source) *source = AT_SOURCE_TUNED;
         return at_tune(ctx, problem, NULL, NULL, out);
-    } else if (s == AT_OK && (flags & AT_GET_NO_FALLBACK)) {
-        char key[256];
-        p->op->key(p->data, key, sizeof key);
-        s = at_fail(AT_ERR_NOT_FOUND, "no tuned entry for %s on %s", key, ctx->info.key);
-    } else if (s == AT_OK && lookup_nearest(ctx, p, t, &b)) {
-        src = AT_SOURCE_NEAREST;
-        snprintf(config, sizeof config, "%s", b.config);
-    } else if (s == AT_OK) {
-        src = AT_SOURCE_DEFAULT;
-        s = default_config(t, config, sizeof config);
     }
-    if (s == AT_OK) s = at_kernel_build(ctx, t, p, config, out);
-    if (s == AT_OK && source) *source = src;
+    if (s == AT_OK) s = at_template_for(p, &ctx->info, info.template_name, &t);
+    if (s == AT_OK) s = at_kernel_build(ctx, t, p, info.config, out);
+    if (s == AT_OK) (*out)->info = info;
+    if (s == AT_OK && source) *source = info.source;
     at_template_free(t);
     at_problem_destroy(p);
+    return at_ctx_fail(ctx, s);
+}
+
+/* ---- verify --------------------------------------------------------------------------------- */
+
+/* Re-measures one best entry of this device (key bkey of database i) into e. */
+static at_status verify_one(at_context *ctx, size_t i, const char *bkey, double max_slowdown,
+                            at_verify_entry *e)
+{
+    at_best_key bk;
+    at_best_rec b;
+    memset(e, 0, sizeof *e);
+    snprintf(e->database, sizeof e->database, "%s", db_path_at(ctx, i));
+    snprintf(e->problem_key, sizeof e->problem_key, "%s", bkey);
+    if (at_best_key_split(bkey, &bk) != AT_OK || at_db_get_best(db_at(ctx, i), bkey, &b) != AT_OK) {
+        e->failed = 1;
+        snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());
+        return AT_OK;
+    }
+    snprintf(e->problem_key, sizeof e->problem_key, "%.*s", (int)bk.problem.n, bk.problem.s);
+    snprintf(e->template_name, sizeof e->template_name, "%s", b.template_name);
+    snprintf(e->config, sizeof e->config, "%s", b.config);
+    snprintf(e->recorded_driver, sizeof e->recorded_driver, "%s", b.driver);
+    snprintf(e->recorded_compiler, sizeof e->recorded_compiler, "%s", b.compiler);
+    e->recorded_us = b.time_us;
+    e->driver_changed = b.driver[0] && strcmp(b.driver, ctx->info.driver) != 0;
+    e->compiler_changed =
+        b.compiler[0] && strcmp(b.compiler, ctx->ops->compiler_version(ctx->dev)) != 0;
+    at_problem *p = NULL;
+    at_template *t = NULL;
+    at_status s = at_problem_from_key(e->problem_key, &p);
+    if (s == AT_OK)
+        s = at_template_for(p, &ctx->info, b.template_name[0] ? b.template_name : NULL, &t);
+    if (s != AT_OK) {
+        e->failed = 1;
+        snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());
+    } else if (!trusts(t, b.template_hash)) {
+        e->failed = 1;
+        snprintf(e->reason, sizeof e->reason,
+                 "tuned with version %s of the %s template, which is now %s", b.template_hash,
+                 t->name, t->hash);
+    } else {
+        at_result_rec r;
+        s = at_config_run(ctx, t, p, b.config, 1, &r);
+        if (s == AT_OK && r.status != AT_RS_OK) {
+            e->failed = 1;
+            snprintf(e->reason, sizeof e->reason, "%s: %s", at_result_status_name(r.status),
+                     r.reason);
+        } else if (s == AT_OK) {
+            e->measured_us = r.median_us;
+            e->slower = b.time_us > 0 && r.median_us > b.time_us * max_slowdown;
+        } else if (s == AT_ERR_UNSUPPORTED || s == AT_ERR_INVALID_ARG) {
+            /* the problem cannot be run here (its buffers exceed the device): the entry's */
+            e->failed = 1;
+            snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());
+        }
+    }
+    if (s == AT_OK && !e->template_name[0] && t)
+        snprintf(e->template_name, sizeof e->template_name, "%s", t->name);
+    at_template_free(t);
+    at_problem_destroy(p);
+    /* A key or template that cannot be read is the entry's failure; the device's is the run's. */
+    return s == AT_OK || e->failed ? AT_OK : s;
+}
+
+at_status at_verify(at_context *ctx, const char *op, double max_slowdown,
+                    int (*visit)(void *user, const at_verify_entry *e), void *user,
+                    int64_t *flagged)
+{
+    *flagged = 0;
+    AT_TRY(ready(ctx));
+    if (!(max_slowdown > 1) || !isfinite(max_slowdown))
+        return at_ctx_fail(ctx, at_fail(AT_ERR_INVALID_ARG,
+                                        "the slowdown allowed must be a number above 1, not %g",
+                                        max_slowdown));
+    if (op && !at_op_find(op))
+        return at_ctx_fail(ctx, at_fail(AT_ERR_INVALID_ARG, "unknown operation '%s'", op));
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s/", op ? op : "");
+    at_status s = AT_OK;
+    int stop = 0;
+    for (size_t i = 0; i < ndbs(ctx) && s == AT_OK && !stop; i++) {
+        char **keys = NULL;
+        size_t n = 0;
+        s = at_db_keys(db_at(ctx, i), "best", op ? prefix : NULL, &keys, &n);
+        for (size_t k = 0; k < n && s == AT_OK && !stop; k++) {
+            at_best_key bk;
+            if (at_best_key_split(keys[k], &bk) != AT_OK ||
+                !at_key_part_is(bk.device, ctx->info.key))
+                continue;
+            at_verify_entry e;
+            s = verify_one(ctx, i, keys[k], max_slowdown, &e);
+            if (s != AT_OK) break;
+            if (e.slower || e.failed || e.driver_changed || e.compiler_changed) (*flagged)++;
+            if (visit) stop = visit(user, &e);
+        }
+        at_db_keys_free(keys, n);
+    }
     return at_ctx_fail(ctx, s);
 }
 

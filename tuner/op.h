@@ -46,6 +46,10 @@ typedef struct at_op {
     at_status (*validate)(const void *p);
     /* The database key of the problem, "gemm/f32/nn/MxNxK". */
     void (*key)(const void *p, char *buf, size_t len);
+    /* Optional: sets the fields of p (made with its defaults) that database key `key` names,
+     * with at_problem_set; AT_ERR_INVALID_ARG when key is not one of this operation's. The
+     * inverse of key: at_problem_from_key checks the round trip. */
+    at_status (*parse_key)(const char *key, at_problem *p);
     /* How far the problem with database key `key` (same operation) is from p, for the
      * nearest-shape fallback; INFINITY when it cannot stand in for p (another dtype, layout). */
     double (*distance)(const void *p, const char *key);
@@ -102,6 +106,9 @@ struct at_problem {
 at_problem at_problem_view(const at_op *op, const void *typed);
 /* A copy of p with its defaults applied ("=m"), owning its data; NULL when out of memory. */
 at_problem *at_problem_resolve(const at_problem *p);
+/* Every field's value as text after the operation's name ("gemm,64,64,64,..."): what tells
+ * two resolved problems apart (the database key leaves out some fields, e.g. GEMM's lda). */
+void at_problem_signature(const at_problem *p, char *buf, size_t len);
 /* Checks every field is set and valid (the operation's validate). */
 at_status at_problem_validate(const at_problem *p);
 

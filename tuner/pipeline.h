@@ -119,6 +119,13 @@ void at_runner_close(at_runner *r);
 at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *cfg, at_bprog *prog,
                             double best_us, at_result_rec *rec);
 
+/* Compiles config of t (bound to p and ctx's device; from the binaries table when it is there)
+ * and runs it once on p against the reference, then, when timed, times it as a tuning run
+ * does. The outcome goes into rec (a config that does not compile is a compile_error); a
+ * failure of the run itself (no device, no memory) is returned. */
+at_status at_config_run(at_context *ctx, at_template *t, const at_problem *p, const char *config,
+                        int timed, at_result_rec *rec);
+
 /* ---- the tune loop -------------------------------------------------------------------------- */
 
 /* What answers for the configurations a search proposes: the device (build, run) or records. */

@@ -272,6 +272,43 @@ at_status at_problem_key(const at_problem *p, char *buf, size_t len)
     return s;
 }
 
+void at_problem_signature(const at_problem *p, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "%s", p->op->name);
+    for (size_t i = 0; i < p->op->nfields && used < len; i++) {
+        char text[64];
+        format_field(&p->op->fields[i], p->data, text, sizeof text);
+        used += (size_t)snprintf(buf + used, len - used, ",%s", text);
+    }
+}
+
+at_status at_problem_from_key(const char *key, at_problem **out)
+{
+    *out = NULL;
+    at_errclear();
+    if (!key) return at_fail(AT_ERR_INVALID_ARG, "no problem key");
+    const char *slash = strchr(key, '/');
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", slash ? (int)(slash - key) : 0, key);
+    const at_op *op = slash ? at_op_find(name) : NULL;
+    if (!op)
+        return at_fail(AT_ERR_INVALID_ARG, "'%s' is not a problem key of a known operation", key);
+    if (!op->parse_key)
+        return at_fail(AT_ERR_UNSUPPORTED, "operation %s cannot read its problem keys", op->name);
+    AT_TRY(at_problem_create(op->name, out));
+    char back[256] = "";
+    at_status s = op->parse_key(key, *out);
+    if (s == AT_OK) s = at_problem_key(*out, back, sizeof back);
+    if (s == AT_OK && strcmp(back, key) != 0)
+        s = at_fail(AT_ERR_INVALID_ARG, "'%s' is not a %s key as this release writes them (%s)",
+                    key, op->name, back);
+    if (s != AT_OK) {
+        at_problem_destroy(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
 const char *at_problem_last_error(void) { return at_errmsg(); }
 
 void at_problem_destroy(at_problem *p)

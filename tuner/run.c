@@ -170,8 +170,9 @@ static int verdict(at_runner *r, int64_t ws_dirty, size_t ws_bytes, at_result_re
     return 1;
 }
 
-at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *cfg, at_bprog *prog,
-                            double best_us, at_result_rec *rec)
+/* The checked run of at_runner_measure; *ms: its time, for the timing that follows. */
+static at_status runner_check(at_runner *r, const at_template *t, const int64_t *cfg,
+                              at_bprog *prog, double best_us, at_result_rec *rec, double *ms)
 {
     at_context *ctx = r->ctx;
     at_run_spec spec;
@@ -196,22 +197,59 @@ at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *c
         best_us > 0 ? fmin(TIMEOUT_MS, LIMIT_BASE + LIMIT_RATIO * best_us / 1e3) : TIMEOUT_MS;
     uint32_t reset = 0;
     for (size_t i = 0; i < r->nbufs; i++) reset |= (uint32_t)r->data.buf[i].output << i;
-    double ms = 0;
     int64_t ws_dirty = 0;
     at_status st =
-        at_link_run(r->link, bin, len, &spec, reset, limit + LIMIT_BASE, &ms, &ws_dirty, rec);
+        at_link_run(r->link, bin, len, &spec, reset, limit + LIMIT_BASE, ms, &ws_dirty, rec);
     free(bin);
     if (st != AT_OK || rec->status != AT_RS_OK) return st;
-    if (ms > limit) { /* in this process nothing can stop a run: it is judged afterwards */
+    if (*ms > limit) { /* in this process nothing can stop a run: it is judged afterwards */
         rec->status = AT_RS_TIMEOUT;
-        snprintf(rec->reason, sizeof rec->reason, "one run took %.0f ms (limit %.0f ms)", ms,
+        snprintf(rec->reason, sizeof rec->reason, "one run took %.0f ms (limit %.0f ms)", *ms,
                  limit);
         return AT_OK;
     }
-    if (!verdict(r, ws_dirty, spec.ws_bytes, rec)) return AT_OK;
+    verdict(r, ws_dirty, spec.ws_bytes, rec);
+    return AT_OK;
+}
+
+at_status at_runner_measure(at_runner *r, const at_template *t, const int64_t *cfg, at_bprog *prog,
+                            double best_us, at_result_rec *rec)
+{
+    double ms = 0;
+    at_status st = runner_check(r, t, cfg, prog, best_us, rec, &ms);
+    if (st != AT_OK || rec->status != AT_RS_OK) return st;
     double err = rec->max_rel_error;
     /* Up to 50 repetitions and a flush each: far more than one run, never unbounded. */
     st = at_link_time(r->link, ms, best_us, LIMIT_BASE + 100.0 * fmax(ms, 1.0), rec);
     rec->max_rel_error = err;
+    return st;
+}
+
+at_status at_config_run(at_context *ctx, at_template *t, const at_problem *p, const char *config,
+                        int timed, at_result_rec *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->when = at_unix_time();
+    int64_t cfg[AT_MAX_PARAMS];
+    at_kernel *k = NULL;
+    double t0 = at_now();
+    at_status st = at_config_parse(t->space, config, cfg);
+    if (st == AT_OK) st = at_kernel_build(ctx, t, p, config, &k);
+    rec->compile_ms = (at_now() - t0) * 1e3;
+    if (st == AT_ERR_NO_MEMORY || st == AT_ERR_DEVICE_LOST) return st;
+    if (st != AT_OK) { /* the candidate's outcome, not the run's failure */
+        rec->status = st == AT_ERR_COMPILE ? AT_RS_COMPILE_ERROR : AT_RS_LAUNCH_ERROR;
+        snprintf(rec->reason, sizeof rec->reason, "%s", at_errmsg());
+        at_errclear();
+        return AT_OK;
+    }
+    at_runner r;
+    double ms = 0;
+    st = at_runner_open(&r, ctx, k->problem, NULL);
+    if (st == AT_OK)
+        st = timed ? at_runner_measure(&r, t, cfg, k->prog, 0, rec)
+                   : runner_check(&r, t, cfg, k->prog, 0, rec, &ms);
+    at_runner_close(&r);
+    at_kernel_destroy(k);
     return st;
 }

@@ -248,11 +248,19 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
                        ctx->info.name);
     }
 
-    /* The template's defaults go first: known-good points give the early-stop rule a bar. */
-    size_t *first = calloc(s->ndefaults + 1, sizeof *first), nfirst = 0;
-    for (size_t d = 0; first && d < s->ndefaults; d++) {
-        int i = index_of(configs, n, s->defaults + d * np, np);
-        if (i >= 0) first[nfirst++] = (size_t)i;
+    /* Seeds first (configs the databases on the path hold for this problem from a stale
+     * template version or another device of this family: likely good here), then the template's
+     * defaults: known-good points give the early-stop rule a bar. */
+    enum { MAX_SEEDS = 16 };
+    int64_t seeds[MAX_SEEDS * AT_MAX_PARAMS];
+    size_t nseeds = opts->replay_db ? 0 : at_seed_configs(ctx, t, p, seeds, MAX_SEEDS);
+    size_t *first = calloc(nseeds + s->ndefaults + 1, sizeof *first), nfirst = 0;
+    for (size_t d = 0; first && d < nseeds + s->ndefaults; d++) {
+        const int64_t *cfg = d < nseeds ? seeds + d * np : s->defaults + (d - nseeds) * np;
+        int i = index_of(configs, n, cfg, np), dup = 0;
+        for (size_t j = 0; j < nfirst && !dup; j++) dup = first[j] == (size_t)i;
+        if (i >= 0 && !dup) first[nfirst++] = (size_t)i;
+        if (d + 1 == nseeds) rep->seeds = (int64_t)nfirst;
     }
     /* The search sees value indices, the values themselves, and the operation's prior. */
     size_t nvalues[AT_MAX_PARAMS];
@@ -362,6 +370,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     free(configs);
     free(idx);
     rep->evaluated = loop.evaluated;
+    if (rep->seeds > loop.evaluated) rep->seeds = loop.evaluated; /* proposed first: tried */
     rep->measured = dev.measured;
     rep->failed = loop.failed;
     if (st == AT_OK && loop.cancelled)

@@ -6,6 +6,7 @@
 #include "base/util.h"
 #include "cache/db.h"
 #include "tuner/backend.h"
+#include "tuner/layers.h"
 #include "tuner/op.h"
 #include "tuner/space/space.h"
 
@@ -20,6 +21,9 @@ struct at_context {
     int compile_threads;
     int device_index;
     char last_error[4096];
+    at_layers layers;     /* db, then the read-only layers of the search path */
+    at_device_rec id;     /* this device's identity: its family and vendor for the chain */
+    struct at_memo *memo; /* lookups and checks answered in this process (api.c) */
     /* Called right after a tuning run stores a results or best record (table "results" or
      * "best"), with its key and text as the database holds them: the fleet forwards them to the
      * rank that writes the database (tuner/cli/fleet.c). NULL: none. */
@@ -92,6 +96,7 @@ struct at_kernel {
     at_bbuf workspace;   /* zeroed scratch (`workspace:`), the trailing argument; NULL handle:
                           * none. The kernel leaves it zeroed, so it is cleared only once. */
     int from_binary;     /* 1: loaded from the binaries table, not compiled */
+    at_lookup_info info; /* where its config came from (at_kernel_info) */
 };
 
 /* Compiles (or loads from the binaries table) template t (bound to p and ctx's device) at a
@@ -117,6 +122,13 @@ at_status at_pipeline_compile(at_context *ctx, at_template *t, int64_t limit, ui
 /* Tunes problem p with template t (already bound to p and the device): on the device, or
  * answered from opts->replay_db's records. The report's template name, space_total and seconds
  * are at_tune's to fill. */
+/* The configs of best entries for p on the search path that a tuning run of t tries first
+ * (docs/shipping.md): this problem's entries on this device whose template version t no longer
+ * trusts, and those of other devices of this family, still valid in t's space; up to cap of
+ * them into out (t->space->nparams values each), nearest database first. Returns the count. */
+size_t at_seed_configs(at_context *ctx, const at_template *t, const at_problem *p, int64_t *out,
+                       size_t cap);
+
 at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
                            const at_tune_options *opts, at_tune_report *rep, char *best_config,
                            size_t best_len);

@@ -39,6 +39,15 @@ static void key(const void *v, char *buf, size_t len)
     snprintf(buf, len, "rowsum/%lldx%lld", (long long)p->rows, (long long)p->cols);
 }
 
+static at_status parse_key(const char *k, at_problem *p)
+{
+    char r[24], c[24], rest;
+    if (sscanf(k, "rowsum/%23[0-9]x%23[0-9]%c", r, c, &rest) != 2)
+        return at_fail(AT_ERR_INVALID_ARG, "'%s' is not a rowsum key (rowsum/ROWSxCOLS)", k);
+    AT_TRY(at_problem_set(p, "rows", r));
+    return at_problem_set(p, "cols", c);
+}
+
 static double distance(const void *v, const char *k)
 {
     const rowsum_problem *p = v;
@@ -201,6 +210,7 @@ const at_op rowsum_op = {
     .roles = roles,
     .validate = validate,
     .key = key,
+    .parse_key = parse_key,
     .distance = distance,
     .bind = bind,
     .scalar = scalar,

@@ -28,6 +28,11 @@ json 'd["cache"] == "hit" and d["candidates"]["space"] > 0' | grep -q True &&
   ok "second run is a cache hit" || bad "second run: $(cat "$work/out.json")"
 expect 0 "^rowsum/123x45\|" -- db list --db "$db"
 expect 0 "status=ok" -- db show rowsum/123x45 --db "$db"
+# the layered lookup and verify take any operation (its parse_key rebuilds problems from keys)
+expect 0 "exact +rowsum/123x45 from" -- db show rowsum/123x45 --db "$db"
+expect 0 '"source":"exact"' -- rowsum --rows 123 --cols 45 --no-tune --json --db "$db"
+expect 0 '"source":"nearest-shape"' -- rowsum --rows 120 --cols 45 --no-tune --json --db "$db"
+expect 0 "0 flagged" -- db verify --op rowsum --max-slowdown 50 --db "$db"
 "$AT" rowsum --rows 123 --cols 45 --strategy exhaustive --replay "$db" --db "$work/db-replay" \
   --json >"$work/out.json" 2>"$work/err"
 json 'd["candidates"]["measured"] == 0 and d["candidates"]["evaluated"] == d["candidates"]["space"]' |

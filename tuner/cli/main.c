@@ -72,7 +72,10 @@ typedef struct opts {
     int force, json, list, help;
     const char *problem, *device_key, *template_hash, *output; /* db export */
     int kernel_tuner;
-    const char *op_name, *prefer; /* db export, import, merge */
+    int no_tune;                  /* OP --no-tune */
+    const char *max_slowdown;     /* db verify */
+    int retune;                   /* db verify */
+    const char *op_name, *prefer; /* db export, import, merge, verify */
     int best_only;
     const char *shapes, *shard; /* tune --shapes */
     budget total_budget;
@@ -403,11 +406,70 @@ static void problem_title(const at_problem *p, char *buf, size_t len)
 static int open_context(const at_context_options *co, at_context **ctx)
 {
     at_status s = at_context_create(co, ctx);
+    /* Layers of the search path that could not be opened were skipped: say so. */
+    const char *w = s == AT_OK ? at_context_warnings(*ctx) : "";
+    for (const char *nl; *w; w = nl + 1) {
+        if (!(nl = strchr(w, '\n'))) nl = w + strlen(w) - 1;
+        fprintf(stderr, "%s: warning: %.*s\n", g_cmd, (int)(nl - w), w);
+    }
     if (s == AT_OK) return 0;
     int rc = fail(s, at_context_last_error(*ctx));
     at_context_destroy(*ctx);
     *ctx = NULL;
     return rc;
+}
+
+/* The names of the fallback chain's levels (docs/shipping.md), by at_source. */
+static const char *source_name(at_source s)
+{
+    static const char *const names[] = {"exact", "nearest-shape", "default",
+                                        "tuned", "same-arch",     "vendor"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
+}
+
+/* One answer of the chain as JSON (source, database, from_device, problem_key, config, ...). */
+static void lookup_json(cJSON *j, const at_lookup_info *in)
+{
+    cJSON_AddStringToObject(j, "source", source_name(in->source));
+    cJSON_AddStringToObject(j, "database", in->database);
+    cJSON_AddStringToObject(j, "from_device", in->device_key);
+    cJSON_AddStringToObject(j, "from_problem", in->problem_key);
+    cJSON_AddStringToObject(j, "template", in->template_name);
+    cJSON_AddStringToObject(j, "config", in->config);
+    add_number(j, "time_us", "%.3f", in->time_us);
+    cJSON_AddBoolToObject(j, "validated", in->validated);
+}
+
+/* `autotune OP ... --no-tune`: the fallback chain's answer, nothing tuned. */
+static int print_lookup(at_context *ctx, const at_problem *p, const op_fields *f, int json)
+{
+    at_lookup_info in;
+    at_status s = at_lookup(ctx, p, 0, &in);
+    if (s != AT_OK) return fail(s, at_context_last_error(ctx));
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "backend", at_context_backend(ctx));
+        cJSON_AddStringToObject(j, "device", at_context_device_name(ctx));
+        cJSON_AddStringToObject(j, "device_key", at_context_device_key(ctx));
+        cJSON_AddItemToObject(j, "problem", problem_json(p, f));
+        lookup_json(j, &in);
+        print_json(j);
+        return 0;
+    }
+    char title[256];
+    problem_title(p, title, sizeof title);
+    printf("%s on %s (%s)  [not tuned: --no-tune]\n", title, at_context_device_name(ctx),
+           at_context_backend(ctx));
+    printf("  source      %s%s\n", source_name(in.source),
+           in.validated ? " (checked on this device)" : "");
+    if (in.source != AT_SOURCE_DEFAULT) {
+        printf("  database    %s\n", in.database);
+        printf("  tuned for   %s on %s (%.1f us there)\n", in.problem_key, in.device_key,
+               in.time_us);
+    }
+    printf("  template    %s\n", in.template_name);
+    printf("  config      %s\n", in.config);
+    return 0;
 }
 
 /* ---- autotune gemm ------------------------------------------------------------------------ */
@@ -463,6 +525,11 @@ static void print_op_help(const op_fields *f)
         "$XDG_CACHE_HOME/autotune,\n"
         "                        ~/.cache/autotune)\n"
         "  --force               measure again even if the database has results\n"
+        "  --no-tune             answer from the databases without tuning: the fallback chain\n"
+        "                        (exact, nearest-shape, same-arch, vendor, default) over --db and\n"
+        "                        the read-only layers ($AUTOTUNE_DB_PATH, then the shipped folder\n"
+        "                        $AUTOTUNE_SHIPPED_DB; docs/shipping.md); prints the source, the\n"
+        "                        database and the device the entry came from\n"
         "  --json                print one JSON object on stdout (also after an interrupt, with\n"
         "                        \"complete\":false and exit status 1); a cache hit reports the\n"
         "                        space size recorded when it was tuned, none for older records\n"
@@ -502,6 +569,7 @@ static int cmd_op(const char *op, int argc, char **argv)
                                      {OPT("replay", OPT_STR, replay)},
                                      {OPT("db", OPT_STR, db)},
                                      {OPT("force", OPT_FLAG, force)},
+                                     {OPT("no-tune", OPT_FLAG, no_tune)},
                                      {OPT("json", OPT_FLAG, json)},
                                      {0}};
     op_fields f;
@@ -520,7 +588,14 @@ static int cmd_op(const char *op, int argc, char **argv)
     at_context *ctx = NULL;
     at_context_options co;
     search_from_opts(&o, &to);
+    if (o.no_tune && (o.force || o.replay || o.strategy || o.budget.evals || o.budget.seconds ||
+                      o.no_improve || o.tmpl))
+        return usage_error("--no-tune answers from the databases: it takes no tuning option");
     if ((rc = problem_from_opts(&o, &f, 0, &p, &co)) || (rc = open_context(&co, &ctx))) goto done;
+    if (o.no_tune) {
+        rc = print_lookup(ctx, p, &f, o.json);
+        goto done;
+    }
 
     progress_state ps = {isatty(2)};
     to.replay_db = o.replay;
@@ -561,6 +636,7 @@ static int cmd_op(const char *op, int argc, char **argv)
         cJSON_AddNumberToObject(cand, "failed", (double)rep.failed);
         if (rep.space > 0) cJSON_AddNumberToObject(cand, "space", (double)rep.space);
         cJSON_AddNumberToObject(cand, "space_total", (double)rep.space_total);
+        cJSON_AddNumberToObject(cand, "seeds", (double)rep.seeds);
         cJSON_AddStringToObject(j, "cache", rep.cache_hit ? "hit" : "miss");
         add_number(j, "seconds", "%.3f", rep.seconds);
         cJSON_AddBoolToObject(j, "complete", s == AT_OK);
@@ -578,6 +654,10 @@ static int cmd_op(const char *op, int argc, char **argv)
             printf("  candidates  %" PRId64 " evaluated (%" PRId64 " measured, %" PRId64
                    " failed) of %" PRId64 " valid, %" PRId64 " in all\n",
                    rep.evaluated, rep.measured, rep.failed, rep.space, rep.space_total);
+        if (rep.seeds)
+            printf("  seeds       %" PRId64
+                   " tried first (from the databases on the search path)\n",
+                   rep.seeds);
         printf("  wall time   %.2f s\n", rep.seconds);
     }
 done:
@@ -1300,7 +1380,9 @@ static int cmd_devices(int argc, char **argv)
 static const char DB_HELP[] =
     "usage: autotune db list [--table best|results|binaries|meta|devices|checks] [--prefix P]\n"
     "                       [--db PATH]\n"
-    "       autotune db show PREFIX [--db PATH]\n"
+    "       autotune db show PREFIX [--db PATH] [--backend B] [--device I]\n"
+    "       autotune db verify [--op OP] [--max-slowdown F] [--retune] [--json] [--db PATH]\n"
+    "                          [--backend B] [--device I] [--budget N|Ns] [--strategy S]\n"
     "       autotune db export FILE [--op OP] [--device PATTERN] [--best-only] [--db PATH]\n"
     "       autotune db import FILE [--prefer faster|newer|existing] [--json] [--db PATH]\n"
     "       autotune db merge A B... --output C [--prefer faster|newer|existing] [--json]\n"
@@ -1310,7 +1392,17 @@ static const char DB_HELP[] =
     "\n"
     "list prints the keys of a table (default: best, one line per tuned problem and device).\n"
     "show prints the best entries and every measurement whose key starts with PREFIX, e.g.\n"
-    "'gemm/f32/nn/1024x1024x1024'.\n"
+    "'gemm/f32/nn/1024x1024x1024', in every database on the search path (--db, then the\n"
+    "read-only layers of $AUTOTUNE_DB_PATH and the shipped folder $AUTOTUNE_SHIPPED_DB), each\n"
+    "under its path; for a whole problem key, then the fallback chain for that problem on the\n"
+    "device (--backend, --device): what each level (exact, nearest-shape, same-arch, vendor,\n"
+    "default) would answer (docs/shipping.md).\n"
+    "verify re-measures every best entry of the device in the databases on the search path\n"
+    "(--op: of one operation) with the tuning's compile, check and timing, stores nothing, and\n"
+    "reports the entries now slower than recorded by more than --max-slowdown (default 1.10),\n"
+    "failing their check or no longer compiling, or recorded with another driver or compiler\n"
+    "version; exit status 1 when there is one, 0 otherwise. --retune tunes those problems again\n"
+    "into --db (--budget, --strategy, --seed as for a tuning run).\n"
     "export FILE writes a bundle (docs/shipping.md): gzip-compressed JSON Lines, one record per\n"
     "line with its device and template, readable with `zcat FILE | jq`; FILE '-' is stdout.\n"
     "--op keeps one operation, --device an fnmatch pattern of the device key or name,\n"
@@ -1340,6 +1432,191 @@ static int print_entry(void *user, const char *key, const char *value)
 {
     printf("%s%s\n    %s\n", (const char *)user, key, value);
     return 0;
+}
+
+/* The context of `db show` and `db verify`: --db, --backend, and --device as an index (for
+ * export it is a device key). */
+static int db_context(const opts *o, at_context **ctx)
+{
+    at_context_options co = {0};
+    int64_t dev = 0;
+    if (o->device_key && at_parse_i64(o->device_key, 0, 1023, &dev) != 0)
+        return usage_error("--device '%s' is not a device index from 0 to 1023", o->device_key);
+    co.backend = o->backend ? (at_backend_kind)name_index(g_backends, o->backend) : 0;
+    co.device = (int)dev;
+    co.db_path = o->db;
+    return open_context(&co, ctx);
+}
+
+/* `db show`: the entries of every database on the path, then the chain for the problem. */
+static int db_show(const opts *o, const char *prefix)
+{
+    char why[4096] = "";
+    /* The user's database first, as before: it must exist (show creates nothing). */
+    at_status s = at_db_visit(o->db, "best", prefix, print_entry, "best    ", why, sizeof why);
+    if (s == AT_OK && why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
+    if (s == AT_OK)
+        s = at_db_visit(o->db, "results", prefix, print_entry, "result  ", why, sizeof why);
+    if (s != AT_OK) return fail(s, why);
+    if (why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
+    at_context *ctx = NULL;
+    int rc = db_context(o, &ctx);
+    if (rc) {
+        fprintf(stderr, "%s: the read-only layers and the chain need a device\n", g_cmd);
+        return rc == EXIT_USAGE ? rc : 0;
+    }
+    for (size_t i = 1; at_context_database(ctx, i) && s == AT_OK; i++) {
+        const char *path = at_context_database(ctx, i);
+        printf("== %s (read-only layer)\n", path);
+        s = at_db_visit(path, "best", prefix, print_entry, "best    ", why, sizeof why);
+        if (s == AT_OK)
+            s = at_db_visit(path, "results", prefix, print_entry, "result  ", why, sizeof why);
+        if (s != AT_OK || why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
+        s = AT_OK; /* a layer that cannot be read is passed over, as lookups do */
+    }
+    at_problem *p = NULL;
+    if (at_problem_from_key(prefix, &p) != AT_OK) { /* a prefix, not a problem: no chain */
+        at_context_destroy(ctx);
+        return 0;
+    }
+    at_lookup_info in[5];
+    int found[5];
+    s = at_lookup_levels(ctx, p, in, found);
+    if (s == AT_OK) {
+        printf("chain for %s on %s:\n", prefix, at_context_device_key(ctx));
+        static const at_source levels[5] = {AT_SOURCE_HIT, AT_SOURCE_NEAREST, AT_SOURCE_SAME_ARCH,
+                                            AT_SOURCE_VENDOR, AT_SOURCE_DEFAULT};
+        for (int i = 0; i < 5; i++) {
+            printf("  %-14s ", source_name(levels[i]));
+            if (!found[i])
+                printf("none\n");
+            else if (levels[i] == AT_SOURCE_DEFAULT)
+                printf("%s (%s)\n", in[i].template_name, in[i].config);
+            else
+                printf("%s from %s on %s (%s: %s)%s\n", in[i].problem_key, in[i].database,
+                       in[i].device_key, in[i].template_name, in[i].config,
+                       in[i].validated ? ", checked here" : "");
+        }
+    }
+    rc = s == AT_OK ? 0 : fail(s, at_context_last_error(ctx));
+    at_problem_destroy(p);
+    at_context_destroy(ctx);
+    return rc;
+}
+
+/* What `db verify` collects: the entries as JSON, and the problems to tune again. */
+typedef struct verify_state {
+    int json;
+    cJSON *entries;
+    char (*retune)[2][256]; /* problem key, template name */
+    size_t nretune;
+} verify_state;
+
+static int on_verified(void *user, const at_verify_entry *e)
+{
+    verify_state *v = user;
+    int flagged = e->slower || e->failed || e->driver_changed || e->compiler_changed;
+    if (v->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "database", e->database);
+        cJSON_AddStringToObject(j, "problem", e->problem_key);
+        cJSON_AddStringToObject(j, "template", e->template_name);
+        cJSON_AddStringToObject(j, "config", e->config);
+        add_number(j, "recorded_us", "%.3f", e->recorded_us);
+        add_number(j, "measured_us", "%.3f", e->measured_us);
+        cJSON_AddBoolToObject(j, "slower", e->slower);
+        cJSON_AddBoolToObject(j, "failed", e->failed);
+        cJSON_AddBoolToObject(j, "driver_changed", e->driver_changed);
+        cJSON_AddBoolToObject(j, "compiler_changed", e->compiler_changed);
+        cJSON_AddStringToObject(j, "reason", e->reason);
+        cJSON_AddItemToArray(v->entries, j);
+    } else {
+        printf("%-8s %s  %s\n",
+               !flagged    ? "ok"
+               : e->failed ? "FAILED"
+               : e->slower ? "SLOWER"
+                           : "CHANGED",
+               e->problem_key, e->database);
+        if (e->failed)
+            printf("         %s\n", e->reason);
+        else
+            printf("         %.2f us recorded, %.2f us now (%.2fx)\n", e->recorded_us,
+                   e->measured_us, e->recorded_us > 0 ? e->measured_us / e->recorded_us : 0);
+        if (e->driver_changed) printf("         recorded with driver %s\n", e->recorded_driver);
+        if (e->compiler_changed)
+            printf("         recorded with compiler %s\n", e->recorded_compiler);
+    }
+    if (flagged) {
+        void *r = realloc(v->retune, (v->nretune + 1) * sizeof *v->retune);
+        if (!r) return 1;
+        v->retune = r;
+        snprintf(v->retune[v->nretune][0], 256, "%s", e->problem_key);
+        snprintf(v->retune[v->nretune][1], 256, "%s", e->template_name);
+        v->nretune++;
+    }
+    return 0;
+}
+
+static int db_verify(const opts *o)
+{
+    double factor = 1.10;
+    if (o->max_slowdown && (at_parse_real(o->max_slowdown, &factor) != 0 || !(factor > 1)))
+        return usage_error("--max-slowdown '%s' is not a number above 1 (e.g. 1.10)",
+                           o->max_slowdown);
+    if (o->op_name && !find_op(o->op_name, "operation")) return EXIT_USAGE;
+    at_context *ctx = NULL;
+    int rc = db_context(o, &ctx);
+    if (rc) return rc;
+    verify_state v = {.json = o->json, .entries = cJSON_CreateArray()};
+    int64_t flagged = 0;
+    at_status s = at_verify(ctx, o->op_name, factor, on_verified, &v, &flagged);
+    if (s != AT_OK) {
+        rc = fail(s, at_context_last_error(ctx));
+        goto done;
+    }
+    cJSON *retuned = cJSON_CreateArray();
+    for (size_t i = 0; o->retune && i < v.nretune; i++) {
+        at_problem *p = NULL;
+        at_tune_options to = {0};
+        search_from_opts(o, &to);
+        to.force = 1;
+        to.template_name = v.retune[i][1][0] ? v.retune[i][1] : NULL;
+        at_tune_report rep;
+        s = at_problem_from_key(v.retune[i][0], &p);
+        if (s == AT_OK) s = at_tune(ctx, p, &to, &rep, NULL);
+        at_problem_destroy(p);
+        if (s != AT_OK) {
+            cJSON_Delete(retuned);
+            rc = fail(s, at_context_last_error(ctx));
+            goto done;
+        }
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "problem", v.retune[i][0]);
+        cJSON_AddStringToObject(j, "config", rep.best_config);
+        add_number(j, "time_us", "%.3f", rep.best_time_us);
+        cJSON_AddItemToArray(retuned, j);
+        if (!o->json)
+            printf("retuned  %s: %s, %.2f us\n", v.retune[i][0], rep.best_config, rep.best_time_us);
+    }
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "device_key", at_context_device_key(ctx));
+        add_number(j, "max_slowdown", "%.3f", factor);
+        cJSON_AddItemToObject(j, "entries", v.entries);
+        v.entries = NULL;
+        cJSON_AddNumberToObject(j, "flagged", (double)flagged);
+        cJSON_AddItemToObject(j, "retuned", retuned);
+        print_json(j);
+    } else {
+        cJSON_Delete(retuned);
+        printf("%" PRId64 " flagged\n", flagged);
+    }
+    rc = flagged ? EXIT_RUNTIME : 0;
+done:
+    cJSON_Delete(v.entries);
+    free(v.retune);
+    at_context_destroy(ctx);
+    return rc;
 }
 
 /* Prints what an import or merge did; a bad input is a usage error (exit 2). */
@@ -1525,6 +1802,13 @@ static int db_takes(const char *cmd, const opts *o, const char *allowed)
                {"best-only", o->best_only},
                {"prefer", o->prefer != NULL},
                {"json", o->json},
+               {"backend", o->backend != NULL},
+               {"max-slowdown", o->max_slowdown != NULL},
+               {"retune", o->retune},
+               {"strategy", o->strategy != NULL},
+               {"budget", o->budget.evals || o->budget.seconds},
+               {"seed", o->seed != 0},
+               {"no-improve", o->no_improve != 0},
                {"shapes", o->shapes != NULL}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         size_t n = strlen(all[i].name);
@@ -1592,6 +1876,10 @@ static int cmd_db(int argc, char **argv)
                                      {OPT_NAMES("prefer", prefer, prefer_names)},
                                      {OPT("json", OPT_FLAG, json)},
                                      {OPT("shapes", OPT_STR, shapes)},
+                                     {OPT_NAMES("backend", backend, backend_names)},
+                                     {OPT("max-slowdown", OPT_STR, max_slowdown)},
+                                     {OPT("retune", OPT_FLAG, retune)},
+                                     SEARCH_OPTS,
                                      {0}};
     opts o = {0};
     char *pos[256];
@@ -1601,14 +1889,20 @@ static int cmd_db(int argc, char **argv)
         fputs(DB_HELP, o.help ? stdout : stderr);
         return o.help ? 0 : EXIT_USAGE;
     }
+    int verify = strcmp(pos[0], "verify") == 0;
     /* Only merge takes more than one argument after its command. */
     if (npos > 2 && strcmp(pos[0], "merge") != 0)
         return usage_error("unexpected argument '%s'", pos[2]);
+    if (verify && !o.retune &&
+        (o.strategy || o.budget.evals || o.budget.seconds || o.seed || o.no_improve))
+        return usage_error("the search options of db verify are for --retune");
     char why[4096] = "";
     at_status s = AT_OK;
     /* The options of each command (export, import and merge of bundles: db_bundle's). */
-    const char *takes = strcmp(pos[0], "list") == 0    ? "db table prefix"
-                        : strcmp(pos[0], "show") == 0  ? "db"
+    const char *takes = strcmp(pos[0], "list") == 0   ? "db table prefix"
+                        : strcmp(pos[0], "show") == 0 ? "db backend device"
+                        : verify ? "db op backend device max-slowdown retune json strategy budget "
+                                   "seed no-improve"
                         : strcmp(pos[0], "stats") == 0 ? "db json shapes"
                         : strcmp(pos[0], "export") == 0 && o.kernel_tuner
                             ? "db kernel-tuner problem device template output"
@@ -1621,10 +1915,10 @@ static int cmd_db(int argc, char **argv)
     } else if (strcmp(pos[0], "show") == 0) {
         if (npos != 2)
             return usage_error("db show needs a key prefix, e.g. gemm/f32/nn/1024x1024x1024");
-        s = at_db_visit(o.db, "best", pos[1], print_entry, "best    ", why, sizeof why);
-        if (s == AT_OK && why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
-        if (s == AT_OK)
-            s = at_db_visit(o.db, "results", pos[1], print_entry, "result  ", why, sizeof why);
+        return db_show(&o, pos[1]);
+    } else if (verify) {
+        if (npos != 1) return usage_error("db verify takes no argument");
+        return db_verify(&o);
     } else if (strcmp(pos[0], "stats") == 0) {
         if (npos != 1) return usage_error("db stats takes no argument");
         return db_stats(&o);
@@ -1640,7 +1934,8 @@ static int cmd_db(int argc, char **argv)
         if (s == AT_ERR_NOT_FOUND) return usage_error("%s", why); /* names nothing recorded */
     } else {
         return usage_error(
-            "unknown db command '%s' (one of: list, show, export, import, merge, stats)", pos[0]);
+            "unknown db command '%s' (one of: list, show, verify, export, import, merge, stats)",
+            pos[0]);
     }
     /* Records skipped as damaged: what was readable was listed or exported. */
     if (s == AT_OK && why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
@@ -1671,7 +1966,8 @@ static void print_main_help(FILE *f)
     fputs("  tune      tune every problem of a shape list: autotune tune --shapes list.yaml\n"
           "  space     count and list a template's tuning space: autotune space gemm\n"
           "  devices   list backends and devices, and why a backend is unavailable\n"
-          "  db        list, show, export, import, merge or count the database's entries\n"
+          "  db        list, show, verify, export, import, merge or count the databases'\n"
+          "            entries\n"
           "  replay    replay a search on a recorded space: autotune replay space.json.gz\n"
           "  version   print the version (also --version)\n",
           f);

@@ -180,6 +180,29 @@ static double op_distance(const void *p, const char *key)
            fabs(log((double)(h / g) / (double)(a->heads / a->kv_heads)));
 }
 
+static at_status op_parse_key(const char *key, at_problem *p)
+{
+    char dt[8], lay[8], d[24], mask[8], b[24], h[24], g[24], sq[24], skv[24], rest;
+    if (sscanf(key,
+               "attention/%7[^/]/%7[^/]/d%23[0-9]/%7[^/]/%23[0-9]x%23[0-9]x%23[0-9]/"
+               "%23[0-9]x%23[0-9]%c",
+               dt, lay, d, mask, b, h, g, sq, skv, &rest) != 9 ||
+        (strcmp(mask, "causal") != 0 && strcmp(mask, "full") != 0))
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "'%s' is not an attention key "
+                       "(attention/DTYPE/LAYOUT/dD/causal|full/BxHxG/SxS2)",
+                       key);
+    AT_TRY(at_problem_set(p, "dtype", dt));
+    AT_TRY(at_problem_set(p, "layout", lay));
+    AT_TRY(at_problem_set(p, "head-dim", d));
+    AT_TRY(at_problem_set(p, "causal", strcmp(mask, "causal") == 0 ? "1" : "0"));
+    AT_TRY(at_problem_set(p, "batch", b));
+    AT_TRY(at_problem_set(p, "heads", h));
+    AT_TRY(at_problem_set(p, "kv-heads", g));
+    AT_TRY(at_problem_set(p, "seq", sq));
+    return at_problem_set(p, "seq-kv", skv);
+}
+
 static const char *op_dtype(const void *p)
 {
     return at_dtype_name(((const at_attention_problem *)p)->dtype);
@@ -475,6 +498,7 @@ const at_op at_op_attention = {
     .roles = g_roles,
     .validate = op_validate,
     .key = op_key,
+    .parse_key = op_parse_key,
     .distance = op_distance,
     .dtype = op_dtype,
     .bind = op_bind,

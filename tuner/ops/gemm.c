@@ -174,6 +174,19 @@ static double op_distance(const void *p, const char *key)
            fabs(log((double)k / (double)g->k));
 }
 
+static at_status op_parse_key(const char *key, at_problem *p)
+{
+    char dt[8], lay[4], m[24], n[24], k[24], rest;
+    if (sscanf(key, "gemm/%7[^/]/%3[^/]/%23[0-9]x%23[0-9]x%23[0-9]%c", dt, lay, m, n, k, &rest) !=
+        5)
+        return at_fail(AT_ERR_INVALID_ARG, "'%s' is not a GEMM key (gemm/DTYPE/LAYOUT/MxNxK)", key);
+    AT_TRY(at_problem_set(p, "dtype", dt));
+    AT_TRY(at_problem_set(p, "layout", lay));
+    AT_TRY(at_problem_set(p, "m", m));
+    AT_TRY(at_problem_set(p, "n", n));
+    return at_problem_set(p, "k", k);
+}
+
 static const char *op_dtype(const void *p)
 {
     return at_dtype_name(((const at_gemm_problem *)p)->dtype);
@@ -403,6 +416,7 @@ const at_op at_op_gemm = {
     .roles = g_roles,
     .validate = op_validate,
     .key = op_key,
+    .parse_key = op_parse_key,
     .distance = op_distance,
     .dtype = op_dtype,
     .bind = op_bind,
