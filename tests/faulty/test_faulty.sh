@@ -51,6 +51,8 @@ for _ in $(seq 100); do # until FAULT=0..2 are stored and FAULT=3 hangs
   sleep 0.1
 done
 sleep 0.3
+# This run's worker processes (not those of other tests running at the same time).
+workers=$(pgrep -P "$pid" -f autotune-worker | tr '\n' ' ')
 start=$(date +%s.%N)
 kill -TERM "$pid"
 wait "$pid"
@@ -62,7 +64,10 @@ python3 -c "import sys; sys.exit(0 if $secs < 1.5 else 1)" && ok "SIGTERM ends t
   ok "an interrupted run reports what it measured (exit 1)" || bad "interrupted: rc $rc $(cat "$work/int.json" "$work/err")"
 n=$("$AT" db list --table results --db "$db2" | wc -l)
 [ "$n" -ge 3 ] && ok "its $n measured candidates are stored" || bad "stored $n"
-pgrep -f autotune-worker >/dev/null && bad "a worker outlived its tuner" || ok "no worker left behind"
+left=""
+for w in $workers; do kill -0 "$w" 2>/dev/null && left="$left $w"; done
+[ -n "$workers" ] && [ -z "$left" ] && ok "no worker left behind (of:$workers)" ||
+  bad "a worker outlived its tuner (workers: '$workers', alive:$left)"
 
 # The rerun resumes: what was recorded (crashes included) is answered from the database.
 "$AT" gemm --m 31 --n 15 --k 9 --template gemm_faulty --strategy exhaustive --db "$db2" --json \
