@@ -7,11 +7,16 @@
  *                          256x256x16), the template's trusted hash and default config
  *   lookup cold DIR M N K  one at_gemm_get of MxNxK with DIR/layer on the path and DIR/user as
  *                          the user's database: milliseconds of each step and the source
- *   lookup hot DIR M N K R R at_lookup calls of MxNxK after the first: microseconds per call */
+ *   lookup hot DIR M N K R R at_lookup calls of MxNxK after the first: microseconds per call
+ *   lookup opencl          the OpenCL runtime's own start-up (platform, device, context and
+ *                          queue, what at_context_create cannot avoid), for comparison
+ * $LOOKUP_LAYER replaces DIR/layer on the search path (the same entries as a bundle). */
 #define _GNU_SOURCE
 #include "autotune.h"
 #include "tuner/tuner.h" /* the best records of the crafted layer */
 
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +35,7 @@ static at_context *open_ctx(const char *dir, at_status *s)
     static char user[1024], layer[1024];
     snprintf(user, sizeof user, "%s/user", dir);
     snprintf(layer, sizeof layer, "%s/layer", dir);
+    if (getenv("LOOKUP_LAYER")) snprintf(layer, sizeof layer, "%s", getenv("LOOKUP_LAYER"));
     at_context_options o = {.backend = AT_BACKEND_OPENCL, .db_path = user, .db_search_path = layer};
     at_context *ctx = NULL;
     *s = at_context_create(&o, &ctx);
@@ -82,11 +88,33 @@ static int prepare(const char *dir, long n)
     return 0;
 }
 
+/* The OpenCL runtime's start-up alone: the floor of a cold process's time to a kernel. */
+static int opencl_start(void)
+{
+    double t0 = at_now();
+    cl_platform_id p;
+    cl_device_id d;
+    cl_uint n = 0;
+    cl_int e = clGetPlatformIDs(1, &p, &n);
+    if (e == CL_SUCCESS && n) e = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &d, NULL);
+    double t_platform = ms_since(t0);
+    cl_context c = e == CL_SUCCESS && n ? clCreateContext(NULL, 1, &d, NULL, NULL, &e) : NULL;
+    cl_command_queue q = c ? clCreateCommandQueueWithProperties(c, d, NULL, &e) : NULL;
+    if (!q) return die("OpenCL", NULL);
+    printf("opencl start-up: platform and device %.2f ms + context and queue %.2f ms = %.2f ms\n",
+           t_platform, ms_since(t0) - t_platform, ms_since(t0));
+    clReleaseCommandQueue(q);
+    clReleaseContext(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "opencl") == 0) return opencl_start();
     if (argc == 4 && strcmp(argv[1], "prepare") == 0) return prepare(argv[2], atol(argv[3]));
     if (argc < 6 || (strcmp(argv[1], "cold") && strcmp(argv[1], "hot"))) {
-        fprintf(stderr, "usage: lookup prepare DIR N | cold DIR M N K | hot DIR M N K R\n");
+        fprintf(stderr,
+                "usage: lookup prepare DIR N | cold DIR M N K | hot DIR M N K R | opencl\n");
         return 2;
     }
     at_gemm_problem g = {.m = atol(argv[3]), .n = atol(argv[4]), .k = atol(argv[5]), .alpha = 1};

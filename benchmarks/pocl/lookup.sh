@@ -5,7 +5,10 @@
 #   1. cold, first use: the exact entry is checked here (compiled, run once) and stored;
 #   2. cold again: the check and the binary come from the user's database;
 #   3. the same for a nearest-shape answer (a shape not in the layer: every key is scanned);
-#   4. hot at_lookup.
+#   4. the same layer shipped as a bundle (autotune db export): its first open imports it into
+#      the user's cache, later processes open that copy;
+#   5. hot at_lookup;
+#   6. the OpenCL runtime's own start-up, the floor under every cold figure.
 # Usage: benchmarks/pocl/lookup.sh OUTDIR   (N=10000; LOOKUP=build/benchmarks/lookup)
 set -euo pipefail
 out=${1:?usage: lookup.sh OUTDIR}
@@ -25,6 +28,10 @@ export AUTOTUNE_SHIPPED_DB='' AUTOTUNE_DB_PATH=''
   "$bin" cold "$dir" 256 256 16
   "$bin" cold "$dir" 200 300 100
   "$bin" cold "$dir" 200 300 100
+  "${AUTOTUNE:-$root/build/autotune}" db export "$dir/layer.jsonl.gz" --db "$dir/layer"
+  ls -l "$dir/layer.jsonl.gz" | awk '{print $5 " bytes: the layer as a bundle"}'
+  for _ in 1 2 3; do XDG_CACHE_HOME="$dir/cache" LOOKUP_LAYER="$dir/layer.jsonl.gz" "$bin" cold "$dir" 256 256 16; done
   "$bin" hot "$dir" 256 256 16 200000
   "$bin" hot "$dir" 200 300 100 200000
+  for _ in 1 2 3; do "$bin" opencl; done
 } 2>&1 | tee "$out/lookup.txt"
