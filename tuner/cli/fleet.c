@@ -33,9 +33,9 @@ enum {
 };
 
 struct fleet {
-    int rank, size, local_rank;
-    char *tmpdir; /* a rank's private database; NULL on rank 0 */
-    int finalize; /* MPI was started here */
+    int rank, size, local_rank, local_size; /* local: the ranks on this node */
+    char *tmpdir;                           /* a rank's private database; NULL on rank 0 */
+    int finalize;                           /* MPI was started here */
 };
 
 int fleet_rank(const fleet *f) { return f->rank; }
@@ -66,6 +66,7 @@ at_status fleet_init(int *argc, char ***argv, fleet **out, char *why, size_t len
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, f->rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &f->local_rank);
+    MPI_Comm_size(node, &f->local_size);
     MPI_Comm_free(&node);
     if (f->rank > 0) {
         const char *tmp = getenv("TMPDIR");
@@ -114,6 +115,13 @@ at_status fleet_device(const fleet *f, const char *backend, at_backend_kind *kin
             if (strcmp(kinds[k], b[i].name) == 0) *kind = (at_backend_kind)k;
         /* A backend asked for but absent: at_context_create says why. */
         *device = b[i].ndevices > 0 ? f->local_rank % b[i].ndevices : 0;
+        /* Kernels timed at once on one device slow each other down: said once per node. */
+        if (b[i].ndevices > 0 && f->local_size > b[i].ndevices && f->local_rank == 0)
+            fprintf(stderr,
+                    "autotune tune: warning: %d ranks on this node share %d %s device%s: their "
+                    "kernels are timed at the same time and slow each other down (one rank per "
+                    "device gives times to trust)\n",
+                    f->local_size, b[i].ndevices, b[i].name, b[i].ndevices == 1 ? "" : "s");
         return AT_OK;
     }
     if (want) { /* unknown: at_context_create names it */
