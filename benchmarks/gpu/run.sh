@@ -677,6 +677,12 @@ elif [ "$RECORD" = 1 ]; then
     skip_note "record-space: $MODE_NOTE"
 fi
 
+# ---- the tuned database as a bundle (docs/shipping.md): what share/autotune/db ships for this GPU
+if [ -d "$TUNE_DB" ]; then
+    logged "$OUTDIR/export.log" "$AUTOTUNE" db export "$OUTDIR/tune.jsonl.gz" --db "$TUNE_DB" ||
+        log "db export of $TUNE_DB failed (see $OUTDIR/export.log)"
+fi
+
 # ---- 5. summary --------------------------------------------------------------------------
 log "writing summary (total ${SECONDS}s so far)"
 echo "$SECONDS" > "$OUTDIR/total-seconds.txt"
