@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# test_install.sh — installs the build to a scratch prefix (cmake --install: nothing is rebuilt),
+# moves the prefix (the install must be relocatable), then builds the documented examples against
+# it the ways README.md gives and runs them: pkg-config (shared), pkg-config --static, a CMake
+# project with find_package(autotune 0.2 REQUIRED) (autotune::autotune and
+# autotune::autotune_static), and plain cc -lautotune. Also checks the shared library's soname
+# and exported symbols, and that the shipped databases are installed.
+#   test_install.sh BUILD_DIR SOURCE_DIR CMAKE CC LIBDIR
+build=$1 src=$2 cmake=$3 cc=$4 libdir=$5
+source "$src/tests/cli/lib.sh"
+ex=$src/docs/examples
+
+first=$work/first
+if "$cmake" --install "$build" --prefix "$first" >"$work/install.log" 2>&1; then
+  ok "cmake --install to a scratch prefix"
+else
+  bad "cmake --install"; cat "$work/install.log"; finish; exit
+fi
+
+# ---- what is installed ----------------------------------------------------------------------
+lib=$first/$libdir
+so=$(readlink "$lib/libautotune.so")
+if [ "$so" = libautotune.so.0 ] && [ -f "$lib/libautotune.so.0" ] && [ -f "$lib/libautotune.a" ]; then
+  ok "libautotune.so -> $so -> $(readlink "$lib/libautotune.so.0"), libautotune.a"
+else
+  bad "shared library links: libautotune.so -> '$so'"
+fi
+if readelf -d "$lib/libautotune.so.0" | grep -q 'SONAME.*\[libautotune\.so\.0\]'; then
+  ok "soname libautotune.so.0"
+else
+  bad "soname"; readelf -d "$lib/libautotune.so.0" | grep SONAME
+fi
+# Exported: exactly the functions autotune.h declares (an internal at_* function is not).
+nm -D --defined-only "$lib/libautotune.so.0" | awk '{print $3}' | sort >"$work/exported"
+grep -E '^[a-z]' "$first/include/autotune.h" | grep -vE '^(static|typedef)' |
+  grep -oE '[ *]at_[a-z0-9_]+\(' | tr -d ' *(' | sort -u >"$work/declared"
+if [ -s "$work/declared" ] && cmp -s "$work/exported" "$work/declared"; then
+  ok "$(wc -l <"$work/exported") symbols exported, the functions of autotune.h"
+else
+  bad "exported symbols differ from autotune.h's functions (< exported, > declared):"
+  diff "$work/exported" "$work/declared" | head -20
+fi
+n=$(find "$first/share/autotune/db" -name '*.jsonl.gz' | wc -l)
+if [ "$n" -ge 1 ]; then ok "$n shipped databases in share/autotune/db"; else bad "no shipped database"; fi
+
+# ---- moved: nothing may point at the old prefix ---------------------------------------------
+prefix=$work/moved
+mv "$first" "$prefix"
+lib=$prefix/$libdir
+if grep -rlF "$first" "$lib/pkgconfig" "$lib/cmake" >"$work/stale"; then
+  bad "the old prefix is named in: $(cat "$work/stale")"
+else
+  ok "moved the prefix; its .pc and CMake files do not name the old one"
+fi
+
+db=$work/db # one database: the first run tunes, the others find the kernel tuned
+run() { # NAME BINARY [ENV...] — runs an example, its check must pass
+  local name=$1 bin=$2
+  shift 2
+  if env "$@" timeout -k 10 300 "$bin" "$db" >"$work/run.log" 2>&1; then
+    ok "$name runs"
+  else
+    bad "$name runs"; tail -20 "$work/run.log"
+  fi
+}
+built() { # NAME LOG — the build before succeeded ($? of it in $rc)
+  if [ "$rc" -eq 0 ]; then ok "$1 builds"; else bad "$1 builds"; tail -20 "$2"; fi
+}
+needs_so() { readelf -d "$1" | grep -q 'NEEDED.*libautotune\.so\.0'; }
+
+export PKG_CONFIG_PATH=$lib/pkgconfig
+# pkg-config, shared: the build line at the top of gemm_example.c, as written there.
+line=$(sed -n 's/^ \*   \(cc gemm_example\.c .*\)/\1/p' "$ex/gemm_example.c")
+[ -n "$line" ] || bad "no build line at the top of gemm_example.c"
+(cd "$ex" && eval "${line/#cc/\"\$cc\"} -o \"\$work/pc_shared\"" >"$work/cc.log" 2>&1)
+rc=$?; built "pkg-config --libs autotune" "$work/cc.log"
+[ $rc -ne 0 ] || { needs_so "$work/pc_shared" && ok "... linked to libautotune.so.0" || bad "not linked to libautotune.so.0"; }
+[ $rc -ne 0 ] || run "pkg-config (shared) gemm_example" "$work/pc_shared" LD_LIBRARY_PATH="$lib"
+
+# pkg-config --static: libautotune.a and every dependency it names (-l:libautotune.a, as the
+# linker takes the .so when both are there).
+libs=$(pkg-config --static --libs autotune | sed 's/-lautotune\b/-l:libautotune.a/')
+"$cc" "$ex/gemm_example.c" $(pkg-config --cflags autotune) $libs -o "$work/pc_static" \
+  >"$work/cc.log" 2>&1
+rc=$?; built "pkg-config --static --libs autotune" "$work/cc.log"
+[ $rc -ne 0 ] || { needs_so "$work/pc_static" && bad "static build needs libautotune.so" || ok "... without libautotune.so"; }
+[ $rc -ne 0 ] || run "pkg-config --static gemm_example" "$work/pc_static"
+
+# Plain cc against the shared library.
+"$cc" "$ex/gemm_example.c" -I"$prefix/include" -L"$lib" -lautotune -lm -o "$work/plain" \
+  >"$work/cc.log" 2>&1
+rc=$?; built "cc -I\$prefix/include -L\$prefix/lib -lautotune" "$work/cc.log"
+[ $rc -ne 0 ] || run "plain cc gemm_example" "$work/plain" LD_LIBRARY_PATH="$lib"
+
+# CMake: find_package with the installed package only, both targets.
+mkdir -p "$work/proj"
+cat >"$work/proj/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.18)
+project(consumer C)
+find_package(autotune 0.2 REQUIRED)
+add_executable(gemm_shared "$ex/gemm_example.c")
+target_link_libraries(gemm_shared PRIVATE autotune::autotune m)
+add_executable(attention_shared "$ex/attention_example.c")
+target_link_libraries(attention_shared PRIVATE autotune::autotune m)
+add_executable(gemm_static "$ex/gemm_example.c")
+target_link_libraries(gemm_static PRIVATE autotune::autotune_static m)
+CM
+{ "$cmake" -S "$work/proj" -B "$work/proj/build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release &&
+    "$cmake" --build "$work/proj/build" -j2; } >"$work/cmake.log" 2>&1
+rc=$?; built "find_package(autotune 0.2 REQUIRED) project" "$work/cmake.log"
+if [ $rc -eq 0 ]; then
+  needs_so "$work/proj/build/gemm_shared" && ok "autotune::autotune is libautotune.so.0" || bad "autotune::autotune is not the shared library"
+  needs_so "$work/proj/build/gemm_static" && bad "autotune::autotune_static needs libautotune.so" || ok "autotune::autotune_static is libautotune.a"
+  run "CMake autotune::autotune gemm_example (its RPATH)" "$work/proj/build/gemm_shared"
+  run "CMake autotune::autotune attention_example" "$work/proj/build/attention_shared"
+  run "CMake autotune::autotune_static gemm_example" "$work/proj/build/gemm_static"
+fi
+# The version file: 0.x minors are not compatible, so asking for 0.1 or 0.3 finds nothing.
+for v in 0.1 0.3; do
+  sed -i "s/find_package(autotune [0-9.]* REQUIRED)/find_package(autotune $v REQUIRED)/" "$work/proj/CMakeLists.txt"
+  if "$cmake" -S "$work/proj" -B "$work/proj/build-$v" -DCMAKE_PREFIX_PATH="$prefix" >"$work/v.log" 2>&1; then
+    bad "find_package(autotune $v) accepted version $(pkg-config --modversion autotune)"
+  else
+    ok "find_package(autotune $v) refuses $(pkg-config --modversion autotune)"
+  fi
+done
+finish
