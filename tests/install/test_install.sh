@@ -7,6 +7,7 @@
 # and exported symbols, and that the shipped databases are installed.
 #   test_install.sh BUILD_DIR SOURCE_DIR CMAKE CC LIBDIR
 build=$1 src=$2 cmake=$3 cc=$4 libdir=$5
+# shellcheck source=tests/cli/lib.sh
 source "$src/tests/cli/lib.sh"
 ex=$src/docs/examples
 
@@ -43,6 +44,36 @@ fi
 n=$(find "$first/share/autotune/db" -name '*.jsonl.gz' | wc -l)
 if [ "$n" -ge 1 ]; then ok "$n shipped databases in share/autotune/db"; else bad "no shipped database"; fi
 
+# ---- man pages: one per command with a help of its own, autotune(1) with every variable -------
+man1=$first/share/man/man1
+for cmd in $("$first/bin/autotune" --help | awk '/^  [a-z]+ +[^ ]/ { print $1 }'); do
+  "$first/bin/autotune" "$cmd" --help | head -1 | grep -q '^usage:' || continue
+  if [ -s "$man1/autotune-$cmd.1" ] && grep -q "^\.SS autotune $cmd\$" "$man1/autotune.1"; then
+    ok "autotune-$cmd(1), and $cmd in autotune(1)"
+  else
+    bad "no man page autotune-$cmd(1) or no section in autotune(1)"
+  fi
+done
+if command -v groff >/dev/null; then
+  warn=$(groff -man -Tutf8 -ww -z "$man1"/*.1 2>&1)
+  if [ -z "$warn" ]; then ok "groff reads the man pages without a warning"; else bad "groff: $warn"; fi
+else
+  skip "groff not here: the man pages are not rendered"
+fi
+# Every variable the sources read (getenv("X"), or a name "AUTOTUNE_X") is in README.md's table
+# and in autotune(1)'s ENVIRONMENT.
+vars=$(grep -rhoE 'getenv\("[A-Z_]+"\)|"AUTOTUNE_[A-Z_]+"' "$src"/base "$src"/cache "$src"/search \
+         "$src"/tuner | grep -oE '[A-Z][A-Z_]+' | sort -u)
+table=$(sed -n '/^<!-- environment/,/^<!-- \/environment/p' "$src/README.md")
+envman=$(sed -n '/^\.SH ENVIRONMENT/,/^\.SH /p' "$man1/autotune.1")
+for v in $vars; do
+  if grep -q "\`[^|]*\b$v\b" <<<"$table" && grep -q "\b$v\b" <<<"$envman"; then
+    ok "$v in README.md's environment table and autotune(1)"
+  else
+    bad "$v is read by the sources but not in README.md's environment table or autotune(1)"
+  fi
+done
+
 # ---- moved: nothing may point at the old prefix ---------------------------------------------
 prefix=$work/moved
 mv "$first" "$prefix"
@@ -66,7 +97,11 @@ run() { # NAME BINARY [ENV...] — runs an example, its check must pass
 built() { # NAME LOG — the build before succeeded ($? of it in $rc)
   if [ "$rc" -eq 0 ]; then ok "$1 builds"; else bad "$1 builds"; tail -20 "$2"; fi
 }
-needs_so() { readelf -d "$1" | grep -q 'NEEDED.*libautotune\.so\.0'; }
+linked() { # WHAT BINARY shared|static — the binary needs libautotune.so.0, or does not
+  local got=static
+  readelf -d "$2" | grep -q 'NEEDED.*libautotune\.so\.0' && got=shared
+  if [ "$got" = "$3" ]; then ok "$1: $got"; else bad "$1: $got, not $3"; fi
+}
 
 export PKG_CONFIG_PATH=$lib/pkgconfig
 # pkg-config, shared: the build line at the top of gemm_example.c, as written there.
@@ -74,16 +109,17 @@ line=$(sed -n 's/^ \*   \(cc gemm_example\.c .*\)/\1/p' "$ex/gemm_example.c")
 [ -n "$line" ] || bad "no build line at the top of gemm_example.c"
 (cd "$ex" && eval "${line/#cc/\"\$cc\"} -o \"\$work/pc_shared\"" >"$work/cc.log" 2>&1)
 rc=$?; built "pkg-config --libs autotune" "$work/cc.log"
-[ $rc -ne 0 ] || { needs_so "$work/pc_shared" && ok "... linked to libautotune.so.0" || bad "not linked to libautotune.so.0"; }
+[ $rc -ne 0 ] || linked "... libautotune" "$work/pc_shared" shared
 [ $rc -ne 0 ] || run "pkg-config (shared) gemm_example" "$work/pc_shared" LD_LIBRARY_PATH="$lib"
 
 # pkg-config --static: libautotune.a and every dependency it names (-l:libautotune.a, as the
 # linker takes the .so when both are there).
 libs=$(pkg-config --static --libs autotune | sed 's/-lautotune\b/-l:libautotune.a/')
+# shellcheck disable=SC2046,SC2086 # the flags are words
 "$cc" "$ex/gemm_example.c" $(pkg-config --cflags autotune) $libs -o "$work/pc_static" \
   >"$work/cc.log" 2>&1
 rc=$?; built "pkg-config --static --libs autotune" "$work/cc.log"
-[ $rc -ne 0 ] || { needs_so "$work/pc_static" && bad "static build needs libautotune.so" || ok "... without libautotune.so"; }
+[ $rc -ne 0 ] || linked "... libautotune" "$work/pc_static" static
 [ $rc -ne 0 ] || run "pkg-config --static gemm_example" "$work/pc_static"
 
 # Plain cc against the shared library.
@@ -110,8 +146,8 @@ CM
     "$cmake" --build "$work/proj/build" -j2; } >"$work/cmake.log" 2>&1
 rc=$?; built "find_package(autotune 0.2 REQUIRED) project" "$work/cmake.log"
 if [ $rc -eq 0 ]; then
-  needs_so "$work/proj/build/gemm_shared" && ok "autotune::autotune is libautotune.so.0" || bad "autotune::autotune is not the shared library"
-  needs_so "$work/proj/build/gemm_static" && bad "autotune::autotune_static needs libautotune.so" || ok "autotune::autotune_static is libautotune.a"
+  linked "autotune::autotune" "$work/proj/build/gemm_shared" shared
+  linked "autotune::autotune_static" "$work/proj/build/gemm_static" static
   run "CMake autotune::autotune gemm_example (its RPATH)" "$work/proj/build/gemm_shared"
   run "CMake autotune::autotune attention_example" "$work/proj/build/attention_shared"
   run "CMake autotune::autotune_static gemm_example" "$work/proj/build/gemm_static"
