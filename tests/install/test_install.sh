@@ -114,7 +114,7 @@ rc=$?; built "pkg-config --libs autotune" "$work/cc.log"
 
 # pkg-config --static: libautotune.a and every dependency it names (-l:libautotune.a, as the
 # linker takes the .so when both are there).
-libs=$(pkg-config --static --libs autotune | sed 's/-lautotune\b/-l:libautotune.a/')
+libs=$(pkg-config --static --libs autotune | sed 's/-lautotune/-l:libautotune.a/')
 # shellcheck disable=SC2046,SC2086 # the flags are words
 "$cc" "$ex/gemm_example.c" $(pkg-config --cflags autotune) $libs -o "$work/pc_static" \
   >"$work/cc.log" 2>&1
