@@ -74,6 +74,19 @@ for v in $vars; do
   fi
 done
 
+# ---- bash completion: what it offers comes from the installed command's help ----------------
+comp=$first/share/bash-completion/completions/autotune
+complete_words() { # WORDS... -> what the completion offers for the last one
+  bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _autotune
+           echo "${COMPREPLY[*]}"' _ "$comp" "$@"
+}
+for c in "ge|gemm" "gemm --bu|--budget" "gemm --backend o|opencl" "db ex|export" "space a|attention"; do
+  IFS='|' read -r words want <<<"$c"
+  # shellcheck disable=SC2086 # the words of a command line
+  got=$(complete_words "$first/bin/autotune" $words)
+  if [ "$got" = "$want" ]; then ok "completion: autotune $words -> $got"; else bad "completion: autotune $words -> '$got', not $want"; fi
+done
+
 # ---- moved: nothing may point at the old prefix ---------------------------------------------
 prefix=$work/moved
 mv "$first" "$prefix"
