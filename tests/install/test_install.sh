@@ -5,8 +5,8 @@
 # project with find_package(autotune 0.2 REQUIRED) (autotune::autotune and
 # autotune::autotune_static), and plain cc -lautotune. Also checks the shared library's soname
 # and exported symbols, and that the shipped databases are installed.
-#   test_install.sh BUILD_DIR SOURCE_DIR CMAKE CC LIBDIR
-build=$1 src=$2 cmake=$3 cc=$4 libdir=$5
+#   test_install.sh BUILD_DIR SOURCE_DIR CMAKE CC LIBDIR SHIPPED_DIR (the configured one)
+build=$1 src=$2 cmake=$3 cc=$4 libdir=$5 configured_shipped=$6
 # shellcheck source=tests/cli/lib.sh
 source "$src/tests/cli/lib.sh"
 ex=$src/docs/examples
@@ -169,6 +169,40 @@ if [ $rc -eq 0 ]; then
   run "CMake autotune::autotune attention_example" "$work/proj/build/attention_shared"
   run "CMake autotune::autotune_static gemm_example" "$work/proj/build/gemm_static"
 fi
+# The shipped databases of the moved install are found from where the library and the command
+# are (the configured folder does not exist here), with AUTOTUNE_SHIPPED_DB unset.
+shipped() { # COMMAND... — how many read-only layers it names under the moved prefix
+  env -u AUTOTUNE_SHIPPED_DB XDG_CACHE_HOME="$work/cache" AUTOTUNE_DB="$db" "$@" 2>&1 |
+    grep -c "^\(== \)\?$prefix/share/autotune/db/"
+}
+cat >"$work/layers.c" <<'C'
+#include <autotune.h>
+#include <stdio.h>
+int main(void)
+{
+    at_context *ctx;
+    if (at_context_create(NULL, &ctx) != AT_OK) return 1;
+    for (size_t i = 1; at_context_database(ctx, i); i++) puts(at_context_database(ctx, i));
+    at_context_destroy(ctx);
+    return 0;
+}
+C
+if [ -e "$configured_shipped" ]; then
+  skip "the shipped folder of a moved install: $configured_shipped exists here"
+elif [ "$device" -eq 0 ]; then
+  skip "the shipped folder of a moved install: no device"
+else
+  n=$(shipped "$prefix/bin/autotune" db show gemm)
+  if [ "$n" -ge 1 ]; then ok "autotune finds the moved install's shipped databases"; else bad "autotune: no shipped layer under $prefix"; fi
+  # shellcheck disable=SC2046 # the flags are words
+  if "$cc" "$work/layers.c" $(pkg-config --cflags --libs autotune) -o "$work/layers" >"$work/cc.log" 2>&1 &&
+     [ "$(shipped env LD_LIBRARY_PATH="$lib" "$work/layers")" -ge 1 ]; then
+    ok "libautotune.so finds the moved install's shipped databases"
+  else
+    bad "libautotune.so: no shipped layer under $prefix"; cat "$work/cc.log"
+  fi
+fi
+
 # The version file: 0.x minors are not compatible, so asking for 0.1 or 0.3 finds nothing.
 for v in 0.1 0.3; do
   sed -i "s/find_package(autotune [0-9.]* REQUIRED)/find_package(autotune $v REQUIRED)/" "$work/proj/CMakeLists.txt"
