@@ -5,14 +5,27 @@
 
 #include "cache/bundle.h"
 
+#include "base/util.h"
+
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+/* The shipped folder as configured; and, for an install moved elsewhere, the install's library
+ * and command folders (relative to the prefix) with the shipped folder relative to each
+ * (CMakeLists.txt). */
 #ifndef AT_SHIPPED_DB_DIR
 #define AT_SHIPPED_DB_DIR "/usr/local/share/autotune/db"
+#endif
+#ifndef AT_INSTALL_LIBDIR
+#define AT_INSTALL_LIBDIR      "lib"
+#define AT_INSTALL_BINDIR      "bin"
+#define AT_SHIPPED_DB_FROM_LIB "../share/autotune/db"
+#define AT_SHIPPED_DB_FROM_BIN "../share/autotune/db"
 #endif
 
 /* 1 when a and b are the same file or directory. */
@@ -126,6 +139,40 @@ static at_status add_list(at_layers *l, const char *list)
     return s;
 }
 
+/* The file's folder/rel without its "..", when the folder is an install's (it ends in sub, e.g.
+ * PREFIX/bin: not a build tree) and that is a folder; else NULL. */
+static char *folder_at(const char *file, const char *sub, const char *rel)
+{
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    size_t n = slash ? (size_t)(slash - file) : 0, len = strlen(sub);
+    if (n <= len || file[n - len - 1] != '/' || memcmp(file + n - len, sub, len) != 0) return NULL;
+    char *p = at_asprintf("%.*s/%s", (int)n, file, rel);
+    char *real = p ? realpath(p, NULL) : NULL;
+    free(p);
+    if (real && is_dir(real)) return real;
+    free(real);
+    return NULL;
+}
+
+/* The shipped databases' folder: the configured one, else the same place relative to the file
+ * this code was loaded from (PREFIX/lib/libautotune.so) or to the executable it is linked into
+ * (PREFIX/bin/autotune), so that an install moved elsewhere still finds its own. */
+static char *shipped_dir(void)
+{
+    if (is_dir(AT_SHIPPED_DB_DIR)) return at_strdup(AT_SHIPPED_DB_DIR);
+    Dl_info info;
+    char *found = dladdr((void *)shipped_dir, &info)
+                      ? folder_at(info.dli_fname, AT_INSTALL_LIBDIR, AT_SHIPPED_DB_FROM_LIB)
+                      : NULL;
+    char exe[4096];
+    ssize_t n = found ? -1 : readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        found = folder_at(exe, AT_INSTALL_BINDIR, AT_SHIPPED_DB_FROM_BIN);
+    }
+    return found ? found : at_strdup(AT_SHIPPED_DB_DIR);
+}
+
 at_status at_layers_open(at_layers *l, at_db *user, const char *user_path, const char *search_path)
 {
     memset(l, 0, sizeof *l);
@@ -136,7 +183,11 @@ at_status at_layers_open(at_layers *l, at_db *user, const char *user_path, const
     const char *env = getenv("AUTOTUNE_DB_PATH");
     if (env) s = add_list(l, env);
     const char *shipped = getenv("AUTOTUNE_SHIPPED_DB");
-    if (s == AT_OK) s = add_list(l, shipped ? shipped : AT_SHIPPED_DB_DIR);
+    if (s != AT_OK) return s;
+    if (shipped) return add_list(l, shipped);
+    char *dir = shipped_dir();
+    s = dir ? add_list(l, dir) : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    free(dir);
     return s;
 }
 

@@ -16,10 +16,10 @@ typedef struct at_layers {
 
 /* Opens the layers after user (the context's database, at path user_path): search_path when not
  * NULL (':'-separated; "" for none), else $AUTOTUNE_DB_PATH's entries then $AUTOTUNE_SHIPPED_DB
- * (unset: the installed folder, AT_SHIPPED_DB_DIR; empty: none). An entry is a database
- * directory, a bundle file, or a folder of those (entries sorted by name). A missing entry is
- * skipped silently, a damaged one with a line in warn; a layer that is the user's database or
- * an earlier layer is skipped. Fails only when out of memory. */
+ * (unset: the installed folder, found where a moved install has it; empty: none). An entry is a
+ * database directory, a bundle file, or a folder of those (entries sorted by name). A missing entry
+ * is skipped silently, a damaged one with a line in warn; a layer that is the user's database or an
+ * earlier layer is skipped. Fails only when out of memory. */
 at_status at_layers_open(at_layers *l, at_db *user, const char *user_path, const char *search_path);
 void at_layers_close(at_layers *l);
 

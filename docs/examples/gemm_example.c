@@ -1,10 +1,12 @@
 /* gemm_example.c — tune a GEMM with the autotune library, run the tuned kernel on host data,
  * and check it against a plain C loop.
  *
- *   cc gemm_example.c $(pkg-config --cflags --libs autotune) -o gemm_example
+ *   cc gemm_example.c $(pkg-config --cflags --libs autotune) -lm -o gemm_example
  *   ./gemm_example [DB_PATH]        (default: a fresh temporary database)
  *
- * Built and run by the test suite (ctest -R example). */
+ * (an install outside the linker's path also needs LD_LIBRARY_PATH=PREFIX/lib; README.md's
+ * "Install and use the library" has CMake, static and plain cc builds). Built and run by the
+ * test suite in the build tree (ctest -R example) and against an install (ctest -R install). */
 #define _DEFAULT_SOURCE
 #include <autotune.h>
 
