@@ -119,7 +119,21 @@ typedef struct at_context_options {
      * directories, bundle files, folders of them. NULL: $AUTOTUNE_DB_PATH, then the shipped
      * folder ($AUTOTUNE_SHIPPED_DB, default the installed share/autotune/db); "": none. */
     const char *db_search_path;
-    void *reserved[7]; /* zero */
+    /* Bring your own context: the caller's native handles, which the context's kernels are
+     * built in and launched on (stream NULL), on the caller's buffers. OpenCL: a
+     * cl_command_queue (required) and its cl_context (NULL: the queue's), retained at create
+     * and released at destroy, never finished or released beyond that. CUDA: a CUcontext
+     * (required) and a CUstream (NULL: a stream autotune makes in that context and destroys);
+     * the context is made current on the calling threads, never destroyed, reset or released.
+     * HIP: NULL and a hipStream_t (required), device naming its device. With either set,
+     * backend must be named (not AUTO) and device must be the handles' device index, or -1 to
+     * take theirs (AT_ERR_INVALID_ARG otherwise; HIP needs it). Tuning still runs candidates in
+     * a worker process on its own context; a fault that leaves the caller's context unusable
+     * (CUDA's sticky errors, with AUTOTUNE_ISOLATION=0) is AT_ERR_DEVICE_LOST and is not
+     * recovered. Taken from reserved: the struct's size is unchanged. */
+    void *native_context;
+    void *native_queue;
+    void *reserved[5]; /* zero */
 } at_context_options;
 
 typedef struct at_gemm_problem {

@@ -261,7 +261,17 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
     *out = ctx;
     if (!ctx) return AT_ERR_NO_MEMORY;
     at_errclear();
-    at_status s = pick_backend(o.backend, &ctx->ops);
+    int native = o.native_context || o.native_queue;
+    at_status s = AT_OK;
+    if (native && o.backend == AT_BACKEND_AUTO)
+        s = at_fail(AT_ERR_INVALID_ARG, "native handles need a backend (not AT_BACKEND_AUTO)");
+    if (s == AT_OK) s = pick_backend(o.backend, &ctx->ops);
+    if (s == AT_OK && native && !ctx->ops->open_native)
+        s = at_fail(AT_ERR_UNSUPPORTED, "the %s backend cannot take native handles",
+                    ctx->ops->name);
+    /* The caller's handles first: they say which device it is (-1: theirs). */
+    if (s == AT_OK && native)
+        s = ctx->ops->open_native(o.native_context, o.native_queue, &o.device, &ctx->dev);
     if (s == AT_OK) {
         int n = ctx->ops->device_count();
         if (o.device < 0 || o.device >= n)
@@ -280,8 +290,9 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
     if (s == AT_OK) s = at_layers_open(&ctx->layers, ctx->db, ctx->db_path, o.db_search_path);
     if (s == AT_OK) s = memo_create(ctx);
     if (s == AT_OK) at_device_rec_from_info(&ctx->info, "", &ctx->id);
-    if (s == AT_OK) s = ctx->ops->open(o.device, &ctx->dev);
+    if (s == AT_OK && !native) s = ctx->ops->open(o.device, &ctx->dev);
     ctx->device_index = o.device;
+    ctx->native = native;
     ctx->compile_threads = o.compile_threads;
     return at_ctx_fail(ctx, s);
 }

@@ -20,6 +20,7 @@ struct at_context {
     char *db_path;
     int compile_threads;
     int device_index;
+    int native; /* dev holds the caller's handles (native_context/queue): never recycled */
     char last_error[4096];
     at_layers layers;     /* db, then the read-only layers of the search path */
     at_device_rec id;     /* this device's identity: its family and vendor for the chain */
