@@ -129,6 +129,10 @@ extern const at_backend_ops at_opencl_backend;
 extern const at_backend_ops at_cuda_backend;
 extern const at_backend_ops at_hip_backend;
 
+/* For open_native: the device index of the caller's handles is found (found, -1: none of the
+ * backend's ndevs devices) and agrees with the index asked (*idx, -1: any); then *idx is it.
+ * Else AT_ERR_INVALID_ARG saying which. */
+at_status at_native_device(const char *backend, int found, int ndevs, int *idx);
 /* The first lines of a compiler log (at most 8), trimmed, into dst. */
 void at_log_head(const char *log, char *dst, size_t cap);
 /* AT_ERR_INVALID_ARG naming `what` unless [off, off + bytes) lies inside buffer b. */

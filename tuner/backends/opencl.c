@@ -442,17 +442,9 @@ static at_status ocl_open_native(void *context, void *queue, int *idx, at_bdev *
     int found = -1;
     for (int i = 0; i < g_ndevs && found < 0; i++)
         if (g_devs[i].device == dev) found = i;
-    if (found < 0)
-        return at_fail(AT_ERR_INVALID_ARG,
-                       "OpenCL: the queue's device is none of the %d devices of the platforms",
-                       g_ndevs);
-    if (*idx >= 0 && *idx != found)
-        return at_fail(AT_ERR_INVALID_ARG,
-                       "OpenCL: device %d was asked, but the native queue is on device %d", *idx,
-                       found);
+    AT_TRY(at_native_device("OpenCL", found, g_ndevs, idx));
     at_bdev *d = calloc(1, sizeof *d);
     if (!d) return at_fail(AT_ERR_NO_MEMORY, "out of memory opening OpenCL device %d", found);
-    *idx = found;
     d->platform = g_devs[found].platform;
     d->device = dev;
     d->borrowed = true;
