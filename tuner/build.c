@@ -111,7 +111,8 @@ at_kernel *at_kernel_share(at_kernel *base)
 {
     at_kernel *k = malloc(sizeof *k);
     if (!k) return NULL;
-    *k = *base;
+    /* Everything before base: refs is counted by other threads meanwhile. */
+    memcpy(k, base, offsetof(at_kernel, base));
     k->base = base;
     k->refs = 0;
     memset(&k->workspace, 0, sizeof k->workspace);
