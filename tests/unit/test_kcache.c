@@ -95,12 +95,11 @@ static void test_shared_program(void **state)
     at_kernel_destroy(k2);
     /* The generic and the typed calls share one cache. */
     at_problem *g = NULL;
+    static const char *const fields[][2] = {
+        {"m", "33"}, {"n", "20"}, {"k", "17"}, {"alpha", "1.5"}, {"beta", "0.5"}};
     assert_int_equal(at_problem_create("gemm", &g), AT_OK);
-    assert_int_equal(at_problem_set(g, "m", "33"), AT_OK);
-    assert_int_equal(at_problem_set(g, "n", "20"), AT_OK);
-    assert_int_equal(at_problem_set(g, "k", "17"), AT_OK);
-    assert_int_equal(at_problem_set(g, "alpha", "1.5"), AT_OK);
-    assert_int_equal(at_problem_set(g, "beta", "0.5"), AT_OK);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        assert_int_equal(at_problem_set(g, fields[i][0], fields[i][1]), AT_OK);
     assert_int_equal(at_get(ctx, g, 0, &k1, NULL), AT_OK);
     assert_int_equal(at_gemm_get(ctx, &p, 0, &k2, NULL), AT_OK);
     assert_ptr_equal(k1->prog, k2->prog);

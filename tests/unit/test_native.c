@@ -40,6 +40,16 @@ static cl_uint refs_of_queue(cl_command_queue q)
     return n;
 }
 
+/* Options for a context on the test's queue q of context c, in the test's directory. */
+static at_context_options native_options(void **state, cl_context c, cl_command_queue q)
+{
+    at_context_options o = {.backend = AT_BACKEND_OPENCL, .device = -1, .db_path = *state};
+    o.db_search_path = "";
+    o.native_context = c;
+    o.native_queue = q;
+    return o;
+}
+
 static void test_bad_handles(void **state)
 {
     cl_int err;
@@ -48,12 +58,7 @@ static void test_bad_handles(void **state)
     cl_command_queue q = clCreateCommandQueue(c, g_dev, 0, &err);
     assert_true(c && other && q);
     cl_uint c_refs = refs_of_context(c), q_refs = refs_of_queue(q);
-    at_context_options o = {.backend = AT_BACKEND_OPENCL,
-                            .device = -1,
-                            .db_path = *state,
-                            .db_search_path = "",
-                            .native_context = c,
-                            .native_queue = q};
+    at_context_options o = native_options(state, c, q);
     at_context *ctx = NULL;
     at_device_desc d;
     int n = 0;
@@ -116,12 +121,7 @@ static void test_own_queue(void **state)
      * to a queue from the last command on each buffer; test_bad_handles compares it). */
     cl_uint c_refs = refs_of_context(c);
 
-    at_context_options o = {.backend = AT_BACKEND_OPENCL,
-                            .device = -1,
-                            .db_path = *state,
-                            .db_search_path = "",
-                            .native_context = c,
-                            .native_queue = q};
+    at_context_options o = native_options(state, c, q);
     at_context *ctx = NULL;
     if (at_context_create(&o, &ctx) != AT_OK) fail_msg("context: %s", at_context_last_error(ctx));
     assert_ptr_equal(at_context_native_context(ctx), c);
