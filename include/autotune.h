@@ -89,7 +89,8 @@ typedef struct at_buffer at_buffer;   /* a device buffer made by the helpers bel
  * distinct kernels from several threads are safe (they may share a program); launches of one
  * at_kernel must not overlap (its workspace; the same stream, or synchronise) and it must not
  * be destroyed while another thread launches it. at_context_destroy must not race with any
- * other call on the context or its kernels and buffers. */
+ * other call on the context or its kernels and buffers. at_context_last_error is the context's
+ * last failure from any thread: read it when no other thread may fail meanwhile. */
 
 /* A device pointer in the backend's native form: a cl_mem for OpenCL, a CUdeviceptr for CUDA,
  * a hipDeviceptr_t for HIP. Make one with the helpers below. */

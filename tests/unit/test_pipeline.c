@@ -412,6 +412,15 @@ static void test_statuses_flush_and_recycle(void **state)
     at_kernel_destroy(k);
     at_template_free(t);
 
+    /* On the caller's context (native handles) the crash is not recovered: the context is
+     * theirs, never closed and reopened; the run ends with AT_ERR_DEVICE_LOST. */
+    ctx.native = 1;
+    o.force = 1;
+    g_opens = 0;
+    assert_int_equal(at_gemm_tune(&ctx, &p, &o, &r, NULL), AT_ERR_DEVICE_LOST);
+    assert_non_null(strstr(at_context_last_error(&ctx), "native_context"));
+    assert_int_equal(g_opens, 0);
+
     fake.close(ctx.dev);
     at_db_close(ctx.db);
     at_template_free(g_tpl);
