@@ -129,9 +129,10 @@ typedef struct at_context_options {
      * HIP: NULL and a hipStream_t (required), device naming its device. With either set,
      * backend must be named (not AUTO) and device must be the handles' device index, or -1 to
      * take theirs (AT_ERR_INVALID_ARG otherwise; HIP needs it). Tuning still runs candidates in
-     * a worker process on its own context; a fault that leaves the caller's context unusable
-     * (CUDA's sticky errors, with AUTOTUNE_ISOLATION=0) is AT_ERR_DEVICE_LOST and is not
-     * recovered. Taken from reserved: the struct's size is unchanged. */
+     * a worker process on its own context (AUTOTUNE_ISOLATION=0: on the caller's queue, which
+     * must then time kernels: OpenCL's CL_QUEUE_PROFILING_ENABLE); a fault that leaves the caller's
+     * context unusable (CUDA's sticky errors, with AUTOTUNE_ISOLATION=0) is AT_ERR_DEVICE_LOST and
+     * is not recovered. Taken from reserved: the struct's size is unchanged. */
     void *native_context;
     void *native_queue;
     void *reserved[5]; /* zero */
