@@ -1,7 +1,8 @@
 /* test_kcache.c — the context's kernel cache on the OpenCL device (include/autotune.h, "Kernels"):
  * a repeated get shares the built program, each kernel stays launchable until it is destroyed
  * in any order, a tuning run replaces the problem's cached kernel, and gets and launches from
- * several threads on one context give right results. Skips (77) without an OpenCL device. */
+ * several threads on one context give right results; attention's gets share likewise. Skips (77)
+ * without an OpenCL device. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,6 +108,14 @@ static void test_shared_program(void **state)
     at_kernel_destroy(k2);
     at_problem_destroy(g);
     assert_int_equal(at_gemm_get(ctx, &p, 0, NULL, NULL), AT_ERR_INVALID_ARG);
+    /* Attention's gets too. */
+    at_attention_problem ap = {
+        .batch = 1, .heads = 2, .kv_heads = 2, .seq = 5, .seq_kv = 7, .head_dim = 32};
+    assert_int_equal(at_attention_get(ctx, &ap, 0, &k1, NULL), AT_OK);
+    assert_int_equal(at_attention_get(ctx, &ap, 0, &k2, NULL), AT_OK);
+    assert_ptr_equal(k1->prog, k2->prog);
+    at_kernel_destroy(k1);
+    at_kernel_destroy(k2);
     at_context_destroy(ctx);
 }
 
