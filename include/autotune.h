@@ -71,6 +71,27 @@ typedef struct at_context at_context; /* a backend, a device, a database */
 typedef struct at_kernel at_kernel;   /* a compiled, configured, ready-to-launch kernel */
 typedef struct at_buffer at_buffer;   /* a device buffer made by the helpers below */
 
+/* Kernels and threads.
+ *
+ * Ownership: every at_kernel the library returns (at_*_get, at_*_tune) is the caller's, to
+ * at_kernel_destroy once, before destroying its context. It is a light handle: the compiled
+ * program belongs to the context's kernel cache (keyed by the problem's every field, the
+ * template and its version, and the config) and is shared, reference-counted, by every handle
+ * made from it, so a repeated get of a problem costs a lookup in memory (about 1-2 us) rather
+ * than a build. at_kernel_destroy gives the handle's reference back; the program is freed with
+ * the last of them, or with the context. A tuning run on the context drops the cached kernels
+ * of its problem (and every memoised lookup); handles already out keep their program.
+ * What is a handle's own: its workspace (split-K, split-KV: a zeroed device buffer made at its
+ * first launch) and its at_kernel_info.
+ *
+ * Thread safety: calls on one context from several threads are safe: gets and lookups answered
+ * from memory run at once; the chain, builds, tuning and verify take turns. Launches of
+ * distinct kernels from several threads are safe (they may share a program); launches of one
+ * at_kernel must not overlap (its workspace; the same stream, or synchronise) and it must not
+ * be destroyed while another thread launches it. at_context_destroy must not race with any
+ * other call on the context or its kernels and buffers. at_context_last_error is the context's
+ * last failure from any thread: read it when no other thread may fail meanwhile. */
+
 /* A device pointer in the backend's native form: a cl_mem for OpenCL, a CUdeviceptr for CUDA,
  * a hipDeviceptr_t for HIP. Make one with the helpers below. */
 typedef struct at_devptr {
@@ -99,7 +120,22 @@ typedef struct at_context_options {
      * directories, bundle files, folders of them. NULL: $AUTOTUNE_DB_PATH, then the shipped
      * folder ($AUTOTUNE_SHIPPED_DB, default the installed share/autotune/db); "": none. */
     const char *db_search_path;
-    void *reserved[7]; /* zero */
+    /* Bring your own context: the caller's native handles, which the context's kernels are
+     * built in and launched on (stream NULL), on the caller's buffers. OpenCL: a
+     * cl_command_queue (required) and its cl_context (NULL: the queue's), retained at create
+     * and released at destroy, never finished or released beyond that. CUDA: a CUcontext
+     * (required) and a CUstream (NULL: a stream autotune makes in that context and destroys);
+     * the context is made current on the calling threads, never destroyed, reset or released.
+     * HIP: NULL and a hipStream_t (required), device naming its device. With either set,
+     * backend must be named (not AUTO) and device must be the handles' device index, or -1 to
+     * take theirs (AT_ERR_INVALID_ARG otherwise; HIP needs it). Tuning still runs candidates in
+     * a worker process on its own context (AUTOTUNE_ISOLATION=0: on the caller's queue, which
+     * must then time kernels: OpenCL's CL_QUEUE_PROFILING_ENABLE); a fault that leaves the caller's
+     * context unusable (CUDA's sticky errors, with AUTOTUNE_ISOLATION=0) is AT_ERR_DEVICE_LOST and
+     * is not recovered. Taken from reserved: the struct's size is unchanged. */
+    void *native_context;
+    void *native_queue;
+    void *reserved[5]; /* zero */
 } at_context_options;
 
 typedef struct at_gemm_problem {
@@ -225,9 +261,10 @@ void *at_context_native_queue(const at_context *ctx);
  * default configuration. Only an entry whose template version the template serving the problem
  * here trusts and whose config is valid for p counts; one not measured on this device is first
  * compiled and run once on p against the reference (stored, so it is done once). *source (may
- * be NULL) says which level; at_kernel_info says more. Returns AT_ERR_INVALID_ARG,
- * AT_ERR_UNSUPPORTED, AT_ERR_NOT_FOUND (AT_GET_NO_FALLBACK: exact only), AT_ERR_COMPILE,
- * AT_ERR_DB. */
+ * be NULL) says which level; at_kernel_info says more. A repeated get of a problem is answered
+ * from the context's memory: the lookup memo and the kernel cache (a new handle on the program
+ * built the first time). Returns AT_ERR_INVALID_ARG (out NULL too), AT_ERR_UNSUPPORTED,
+ * AT_ERR_NOT_FOUND (AT_GET_NO_FALLBACK: exact only), AT_ERR_COMPILE, AT_ERR_DB. */
 at_status at_gemm_get(at_context *ctx, const at_gemm_problem *p, unsigned flags, at_kernel **out,
                       at_source *source);
 /* Tunes the problem on the context's device, records every measurement and the best in the
@@ -242,7 +279,8 @@ at_status at_gemm_tune(at_context *ctx, const at_gemm_problem *p, const at_tune_
 at_status at_gemm_launch(at_kernel *k, at_devptr a, at_devptr b, at_devptr c, void *stream);
 /* The configuration string of a kernel, "BM=64,BN=64,...". */
 const char *at_kernel_config(const at_kernel *k);
-void at_kernel_destroy(at_kernel *k); /* accepts NULL */
+/* Releases a kernel handle (see "Kernels and threads" above); accepts NULL. */
+void at_kernel_destroy(at_kernel *k);
 
 /* ---- attention --------------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* api.c — the public library API (include/autotune.h): contexts; get (hit, nearest, default or
  * tune), tune (cache hit, or the pipeline) and launch for every
  * operation; buffers; discovery. Every failure leaves its detailed message on the context. */
+#define _XOPEN_SOURCE 700
 #include "tuner/pipeline.h"
 
 #include <math.h>
@@ -70,19 +71,25 @@ at_status at_ctx_fail(at_context *ctx, at_status s)
 
 const char *at_context_last_error(const at_context *ctx) { return ctx ? ctx->last_error : ""; }
 
-/* ---- the memo: lookups and checks answered in this process ---------------------------------- */
+/* ---- the memo: lookups, checks and kernels of this process ---------------------------------- */
 
 #define MEMO_BUCKETS 1024
 
 typedef struct memo_entry {
     struct memo_entry *next;
-    char *key;        /* "L<flags>|<signature>" for a lookup, "C|..." for a check */
+    /* "L<flags>|<signature>" a lookup, "C|..." a check, "K|<signature>|<template>|<hash>|
+     * <config>" a built kernel */
+    char *key;
     at_status status; /* AT_OK or AT_ERR_NOT_FOUND (a lookup); AT_OK or not (a check) */
     at_lookup_info info;
+    at_kernel *kernel; /* a "K" entry's kernel: the memo holds one reference */
 } memo_entry;
 
 struct at_memo {
     pthread_mutex_t lock;
+    /* Recursive: the slow paths (the chain, builds, tuning) take turns under it, so calls on
+     * one context from several threads are safe; hot answers take only `lock`. */
+    pthread_mutex_t slow;
     memo_entry *b[MEMO_BUCKETS];
 };
 
@@ -90,8 +97,20 @@ static at_status memo_create(at_context *ctx)
 {
     if (!(ctx->memo = calloc(1, sizeof *ctx->memo)))
         return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&ctx->memo->lock, NULL);
+    pthread_mutex_init(&ctx->memo->slow, &a);
+    pthread_mutexattr_destroy(&a);
     return AT_OK;
+}
+
+static void memo_entry_free(memo_entry *e)
+{
+    at_kernel_destroy(e->kernel);
+    free(e->key);
+    free(e);
 }
 
 static void memo_free(at_context *ctx)
@@ -100,16 +119,28 @@ static void memo_free(at_context *ctx)
     for (size_t i = 0; i < MEMO_BUCKETS; i++)
         for (memo_entry *e = ctx->memo->b[i], *next; e; e = next) {
             next = e->next;
-            free(e->key);
-            free(e);
+            memo_entry_free(e);
         }
     pthread_mutex_destroy(&ctx->memo->lock);
+    pthread_mutex_destroy(&ctx->memo->slow);
     free(ctx->memo);
     ctx->memo = NULL;
 }
 
-/* 1 and the stored outcome when key is in the memo. */
-static int memo_get(at_context *ctx, const char *key, at_status *status, at_lookup_info *info)
+/* The slow paths take turns (a context made by hand, in tests, has no memo: nothing to do). */
+static void slow_lock(at_context *ctx)
+{
+    if (ctx->memo) pthread_mutex_lock(&ctx->memo->slow);
+}
+static void slow_unlock(at_context *ctx)
+{
+    if (ctx->memo) pthread_mutex_unlock(&ctx->memo->slow);
+}
+
+/* 1 and the stored outcome when key is in the memo; kernel (may be NULL): a new kernel sharing
+ * the entry's (NULL when out of memory). */
+static int memo_get(at_context *ctx, const char *key, at_status *status, at_lookup_info *info,
+                    at_kernel **kernel)
 {
     struct at_memo *m = ctx->memo;
     int found = 0;
@@ -121,22 +152,27 @@ static int memo_get(at_context *ctx, const char *key, at_status *status, at_look
             found = 1;
             *status = e->status;
             if (info) *info = e->info;
+            if (kernel) *kernel = e->kernel ? at_kernel_share(e->kernel) : NULL;
         }
     pthread_mutex_unlock(&m->lock);
     return found;
 }
 
-/* Remembers an outcome (out of memory: not remembered, asked again next time). */
-static void memo_put(at_context *ctx, const char *key, at_status status, const at_lookup_info *info)
+/* Remembers an outcome, and takes the reference of kernel (may be NULL) (out of memory: not
+ * remembered, asked again next time). */
+static void memo_put(at_context *ctx, const char *key, at_status status, const at_lookup_info *info,
+                     at_kernel *kernel)
 {
     struct at_memo *m = ctx->memo;
     memo_entry *e = m ? calloc(1, sizeof *e) : NULL;
     if (!e || !(e->key = at_strdup(key))) {
         free(e);
+        at_kernel_destroy(kernel);
         return;
     }
     e->status = status;
     if (info) e->info = *info;
+    e->kernel = kernel;
     pthread_mutex_lock(&m->lock);
     memo_entry **b = &m->b[at_hash_str(AT_HASH_SEED, key) % MEMO_BUCKETS];
     e->next = *b;
@@ -144,25 +180,32 @@ static void memo_put(at_context *ctx, const char *key, at_status status, const a
     pthread_mutex_unlock(&m->lock);
 }
 
-/* Forgets every lookup (checks stay): a tuning run may change the answer of its problem and of
- * every problem whose nearest shape it now is. */
-static void memo_forget(at_context *ctx)
+/* Forgets the entries whose key starts with prefix: "L", every lookup (a tuning run may change
+ * the answer of its problem and of every problem whose nearest shape it now is); "K|<sig>|",
+ * the kernels of a problem. A forgotten kernel lives on in the kernels that share it. */
+static void memo_forget(at_context *ctx, const char *prefix)
 {
     struct at_memo *m = ctx->memo;
+    size_t n = strlen(prefix);
     if (!m) return;
+    memo_entry *gone = NULL;
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < MEMO_BUCKETS; i++)
         for (memo_entry **pe = &m->b[i]; *pe;) {
             memo_entry *e = *pe;
-            if (e->key[0] == 'L') {
+            if (strncmp(e->key, prefix, n) == 0) {
                 *pe = e->next;
-                free(e->key);
-                free(e);
+                e->next = gone;
+                gone = e;
             } else {
                 pe = &e->next;
             }
         }
     pthread_mutex_unlock(&m->lock);
+    for (memo_entry *next; gone; gone = next) {
+        next = gone->next;
+        memo_entry_free(gone);
+    }
 }
 
 /* ---- context ------------------------------------------------------------------------------ */
@@ -218,7 +261,17 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
     *out = ctx;
     if (!ctx) return AT_ERR_NO_MEMORY;
     at_errclear();
-    at_status s = pick_backend(o.backend, &ctx->ops);
+    int native = o.native_context || o.native_queue;
+    at_status s = AT_OK;
+    if (native && o.backend == AT_BACKEND_AUTO)
+        s = at_fail(AT_ERR_INVALID_ARG, "native handles need a backend (not AT_BACKEND_AUTO)");
+    if (s == AT_OK) s = pick_backend(o.backend, &ctx->ops);
+    if (s == AT_OK && native && !ctx->ops->open_native)
+        s = at_fail(AT_ERR_UNSUPPORTED, "the %s backend cannot take native handles",
+                    ctx->ops->name);
+    /* The caller's handles first: they say which device it is (-1: theirs). */
+    if (s == AT_OK && native)
+        s = ctx->ops->open_native(o.native_context, o.native_queue, &o.device, &ctx->dev);
     if (s == AT_OK) {
         int n = ctx->ops->device_count();
         if (o.device < 0 || o.device >= n)
@@ -237,8 +290,9 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
     if (s == AT_OK) s = at_layers_open(&ctx->layers, ctx->db, ctx->db_path, o.db_search_path);
     if (s == AT_OK) s = memo_create(ctx);
     if (s == AT_OK) at_device_rec_from_info(&ctx->info, "", &ctx->id);
-    if (s == AT_OK) s = ctx->ops->open(o.device, &ctx->dev);
+    if (s == AT_OK && !native) s = ctx->ops->open(o.device, &ctx->dev);
     ctx->device_index = o.device;
+    ctx->native = native;
     ctx->compile_threads = o.compile_threads;
     return at_ctx_fail(ctx, s);
 }
@@ -468,7 +522,7 @@ static int config_passes(at_context *ctx, at_template *t, const at_problem *p, c
     at_problem_signature(p, sig, sizeof sig);
     snprintf(key, sizeof key, "C|%s|%s|%s", sig, t->hash, config);
     at_status st;
-    if (memo_get(ctx, key, &st, NULL)) return st == AT_OK;
+    if (memo_get(ctx, key, &st, NULL, NULL)) return st == AT_OK;
     /* Checked before by any process: the user's checks table. */
     rkey = at_db_result_key(pkey, ctx->info.key, t->hash, config);
     int known = rkey && at_db_get_check(ctx->db, rkey, &r) == AT_OK;
@@ -485,7 +539,7 @@ static int config_passes(at_context *ctx, at_template *t, const at_problem *p, c
         at_db_put_check(ctx->db, rkey, &r) != AT_OK)
         at_errclear();
     free(rkey);
-    memo_put(ctx, key, r.status == AT_RS_OK ? AT_OK : AT_ERR_NO_VALID_CONFIG, NULL);
+    memo_put(ctx, key, r.status == AT_RS_OK ? AT_OK : AT_ERR_NO_VALID_CONFIG, NULL, NULL);
     return r.status == AT_RS_OK;
 }
 
@@ -640,6 +694,48 @@ static int64_t space_total(const at_space *s)
     return n > INT64_MAX ? INT64_MAX : (int64_t)n;
 }
 
+/* The kernel cache's key of p's kernel at an answer's template version and config. */
+static void kernel_key(const char *sig, const at_lookup_info *info, char *key, size_t len)
+{
+    snprintf(key, len, "K|%s|%s|%s|%s", sig, info->template_name, info->template_hash,
+             info->config);
+}
+
+/* A kernel for p (resolved, valid) at the answer info: shared from the context's kernel cache,
+ * else built (with template t, or the one info names when t is NULL) and cached. */
+static at_status kernel_for(at_context *ctx, at_template *t, const at_problem *p,
+                            const at_lookup_info *info, at_kernel **out)
+{
+    char sig[768], key[1536];
+    at_problem_signature(p, sig, sizeof sig);
+    kernel_key(sig, info, key, sizeof key);
+    at_status s = AT_OK;
+    *out = NULL;
+    slow_lock(ctx);
+    if (memo_get(ctx, key, &s, NULL, out)) { /* built by another thread meanwhile */
+        slow_unlock(ctx);
+        return *out ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    at_template *own = NULL;
+    at_kernel *base = NULL;
+    if (!t) s = at_template_for(p, &ctx->info, info->template_name, &own);
+    if (s == AT_OK) s = at_kernel_build(ctx, t ? t : own, p, info->config, &base);
+    at_template_free(own);
+    if (s == AT_OK) {
+        base->info = *info;
+        /* A context made by hand (tests) keeps no cache: the kernel is the caller's. */
+        *out = ctx->memo ? at_kernel_share(base) : base;
+        if (!*out) {
+            at_kernel_destroy(base);
+            s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        } else if (ctx->memo) {
+            memo_put(ctx, key, AT_OK, NULL, base);
+        }
+    }
+    slow_unlock(ctx);
+    return s;
+}
+
 static void default_tune_options(const at_tune_options *in, at_tune_options *o)
 {
     if (in) *o = *in;
@@ -665,6 +761,7 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
     char config[512] = "";
     at_status s = ready(ctx);
     if (s == AT_OK) s = resolved(problem, &p);
+    if (s == AT_OK) slow_lock(ctx);
     /* A cache hit: an exact entry of any database on the path, made with a template that still
      * serves the problem here at a trusted version (the one asked for, when one is), and
      * checked on this device when it was not measured here. */
@@ -691,7 +788,13 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
         if (s == AT_OK) s = at_pipeline_tune(ctx, t, p, &o, rep, config, sizeof config);
         char pkey[256];
         p->op->key(p->data, pkey, sizeof pkey);
-        if (!o.replay_db) memo_forget(ctx);
+        if (!o.replay_db) { /* the answers may have changed; this problem's kernels too */
+            char sig[768], kprefix[800];
+            at_problem_signature(p, sig, sizeof sig);
+            snprintf(kprefix, sizeof kprefix, "K|%s|", sig);
+            memo_forget(ctx, "L");
+            memo_forget(ctx, kprefix);
+        }
         a.info = (at_lookup_info){.source = AT_SOURCE_TUNED, .time_us = rep->best_time_us};
         snprintf(a.info.database, sizeof a.info.database, "%s", at_db_path(ctx->db));
         snprintf(a.info.device_key, sizeof a.info.device_key, "%s", ctx->info.key);
@@ -706,33 +809,40 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
         snprintf(rep->template_name, sizeof rep->template_name, "%s", t->name);
         rep->space_total = space_total(t->space);
     }
-    if (s == AT_OK && out) s = at_kernel_build(ctx, t, p, config, out);
-    if (s == AT_OK && out) (*out)->info = a.info;
+    if (s == AT_OK && out) s = kernel_for(ctx, t, p, &a.info, out);
+    if (p) slow_unlock(ctx);
     at_template_free(t);
     at_problem_destroy(p);
     rep->seconds = at_now() - t0;
     return at_ctx_fail(ctx, s);
 }
 
-/* at_lookup on a resolved, valid problem. */
-static at_status lookup(at_context *ctx, const at_problem *p, unsigned flags, at_lookup_info *out)
+/* at_lookup on a resolved, valid problem whose signature is sig. */
+static at_status lookup(at_context *ctx, const at_problem *p, const char *sig, unsigned flags,
+                        at_lookup_info *out)
 {
     char key[1024], pkey[256];
     unsigned f = flags & AT_GET_NO_FALLBACK;
-    int n = snprintf(key, sizeof key, "L%u|", f);
-    at_problem_signature(p, key + n, sizeof key - (size_t)n);
-    p->op->key(p->data, pkey, sizeof pkey);
+    snprintf(key, sizeof key, "L%u|%s", f, sig);
     at_status s;
-    if (memo_get(ctx, key, &s, out)) {
-        if (s == AT_ERR_NOT_FOUND)
-            return at_fail(s, "no tuned entry for %s on %s", pkey, ctx->info.key);
-        return s;
+    int found = memo_get(ctx, key, &s, out, NULL);
+    if (!found) { /* the chain, one thread at a time; another may have answered meanwhile */
+        slow_lock(ctx);
+        found = memo_get(ctx, key, &s, out, NULL);
+        answer a;
+        if (!found) {
+            s = chain(ctx, p, LV_EXACT, f ? LV_EXACT : LV_DEFAULT, NULL, &a);
+            at_template_free(a.t);
+            if (s == AT_OK) *out = a.info;
+            if (s == AT_OK || s == AT_ERR_NOT_FOUND) memo_put(ctx, key, s, &a.info, NULL);
+        }
+        slow_unlock(ctx);
+        if (!found) return s;
     }
-    answer a;
-    s = chain(ctx, p, LV_EXACT, f ? LV_EXACT : LV_DEFAULT, NULL, &a);
-    at_template_free(a.t);
-    if (s == AT_OK) *out = a.info;
-    if (s == AT_OK || s == AT_ERR_NOT_FOUND) memo_put(ctx, key, s, &a.info);
+    if (s == AT_ERR_NOT_FOUND) {
+        p->op->key(p->data, pkey, sizeof pkey);
+        return at_fail(s, "no tuned entry for %s on %s", pkey, ctx->info.key);
+    }
     return s;
 }
 
@@ -743,7 +853,9 @@ at_status at_lookup(at_context *ctx, const at_problem *problem, unsigned flags, 
     at_status s = ready(ctx);
     if (s == AT_OK && !out) s = at_fail(AT_ERR_INVALID_ARG, "at_lookup: out is NULL");
     if (s == AT_OK) s = resolved(problem, &p);
-    if (s == AT_OK) s = lookup(ctx, p, flags, out);
+    char sig[768];
+    if (s == AT_OK) at_problem_signature(p, sig, sizeof sig);
+    if (s == AT_OK) s = lookup(ctx, p, sig, flags, out);
     at_problem_destroy(p);
     return at_ctx_fail(ctx, s);
 }
@@ -754,6 +866,7 @@ at_status at_lookup_levels(at_context *ctx, const at_problem *problem, at_lookup
     at_problem *p = NULL;
     at_status s = ready(ctx);
     if (s == AT_OK) s = resolved(problem, &p);
+    slow_lock(ctx);
     for (int lv = 0; lv < LV_COUNT; lv++) {
         answer a;
         found[lv] = 0;
@@ -768,6 +881,7 @@ at_status at_lookup_levels(at_context *ctx, const at_problem *problem, at_lookup
             s = r;
         }
     }
+    slow_unlock(ctx);
     at_problem_destroy(p);
     if (s == AT_OK) at_errclear();
     return at_ctx_fail(ctx, s);
@@ -783,25 +897,31 @@ at_status at_kernel_info(const at_kernel *k, at_lookup_info *out)
 at_status at_get(at_context *ctx, const at_problem *problem, unsigned flags, at_kernel **out,
                  at_source *source)
 {
-    *out = NULL;
+    if (out) *out = NULL;
     at_problem *p = NULL;
-    at_template *t = NULL;
     at_lookup_info info;
+    char sig[768], key[1536];
     at_status s = ready(ctx);
+    if (s == AT_OK && !out) s = at_fail(AT_ERR_INVALID_ARG, "at_get: out is NULL");
     if (s == AT_OK) s = resolved(problem, &p);
+    if (s == AT_OK) at_problem_signature(p, sig, sizeof sig);
     /* ALLOW_TUNE: an exact entry, else tune now. */
     if (s == AT_OK)
-        s = lookup(ctx, p, flags & AT_GET_ALLOW_TUNE ? AT_GET_NO_FALLBACK : flags, &info);
+        s = lookup(ctx, p, sig, flags & AT_GET_ALLOW_TUNE ? AT_GET_NO_FALLBACK : flags, &info);
     if (s == AT_ERR_NOT_FOUND && (flags & AT_GET_ALLOW_TUNE)) {
         at_problem_destroy(p);
         if (source) *source = AT_SOURCE_TUNED;
         return at_tune(ctx, problem, NULL, NULL, out);
     }
-    if (s == AT_OK) s = at_template_for(p, &ctx->info, info.template_name, &t);
-    if (s == AT_OK) s = at_kernel_build(ctx, t, p, info.config, out);
+    /* A hot get: the kernel cache shares the program built before (no template, no build). */
+    at_status ks;
+    if (s == AT_OK) kernel_key(sig, &info, key, sizeof key);
+    if (s == AT_OK && !memo_get(ctx, key, &ks, NULL, out))
+        s = kernel_for(ctx, NULL, p, &info, out);
+    else if (s == AT_OK && !*out)
+        s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     if (s == AT_OK) (*out)->info = info;
     if (s == AT_OK && source) *source = info.source;
-    at_template_free(t);
     at_problem_destroy(p);
     return at_ctx_fail(ctx, s);
 }
@@ -884,6 +1004,7 @@ at_status at_verify(at_context *ctx, const char *op, double max_slowdown,
     snprintf(prefix, sizeof prefix, "%s/", op ? op : "");
     at_status s = AT_OK;
     int stop = 0;
+    slow_lock(ctx);
     for (size_t i = 0; i < ndbs(ctx) && s == AT_OK && !stop; i++) {
         char **keys = NULL;
         size_t n = 0;
@@ -901,6 +1022,7 @@ at_status at_verify(at_context *ctx, const char *op, double max_slowdown,
         }
         at_db_keys_free(keys, n);
     }
+    slow_unlock(ctx);
     return at_ctx_fail(ctx, s);
 }
 
@@ -919,10 +1041,13 @@ at_status at_kernel_launch(at_kernel *k, const at_devptr *buffers, size_t nbuffe
             s = at_fail(AT_ERR_INVALID_ARG, "buffer %s passed to at_%s_launch is NULL",
                         op->roles[i], op->name);
     at_arglist args;
-    /* The workspace (split-K partial sums) is the argument of kernels that take one. */
+    at_context *ctx = k->ctx;
+    /* The workspace (split-K partial sums) is the argument of kernels that take one; each
+     * at_kernel makes its own at its first launch. */
+    if (s == AT_OK && k->ws_bytes && !k->workspace.handle)
+        s = at_workspace_ensure(ctx, &k->workspace, k->ws_bytes);
     if (s == AT_OK)
         s = at_args_build(k->args, k->nargs, k->problem, handles, k->workspace.handle, &args);
-    at_context *ctx = k->ctx;
     if (s == AT_OK)
         s = ctx->ops->launch(ctx->dev, k->prog, args.a, args.n, k->global, k->local, k->dims,
                              k->shared_bytes, stream, NULL);
@@ -935,8 +1060,15 @@ const char *at_kernel_template(const at_kernel *k) { return k ? k->template_name
 void at_kernel_destroy(at_kernel *k)
 {
     if (!k) return;
-    if (k->prog) k->ctx->ops->program_free(k->prog);
     if (k->workspace.handle) k->ctx->ops->buffer_free(k->ctx->dev, k->workspace);
+    if (k->base) { /* a handle on a cached program: its own memory, then the reference */
+        at_kernel *base = k->base;
+        free(k);
+        at_kernel_destroy(base);
+        return;
+    }
+    if (__atomic_sub_fetch(&k->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    if (k->prog) k->ctx->ops->program_free(k->prog);
     for (size_t i = 0; i < k->nargs; i++) free(k->args[i].name);
     at_problem_destroy(k->problem);
     free(k);

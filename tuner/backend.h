@@ -67,6 +67,13 @@ typedef struct at_backend_ops {
     at_status (*device_info)(int idx, at_device_info *out);
     /* Opens device idx: context and an in-order queue with profiling. */
     at_status (*open)(int idx, at_bdev **out);
+    /* Opens the device of the caller's own handles (at_context_options.native_*): OpenCL a
+     * cl_command_queue and its cl_context (NULL: the queue's), CUDA a CUcontext and a CUstream
+     * (NULL: a stream of ours in it), HIP NULL and a hipStream_t. *idx is the device index asked
+     * (-1: the handles'), then the handles' device index; a mismatch or bad handles are
+     * AT_ERR_INVALID_ARG. close() never destroys, resets or releases more than open_native
+     * retained. NULL: the backend cannot. */
+    at_status (*open_native)(void *context, void *queue, int *idx, at_bdev **out);
     /* A compile-only handle for an explicit target ("sm_90a", "gfx90a"): compile, program_binary
      * and resources work, nothing else; no device or driver needed. info gets the limits every
      * device of that target has (compute_units 0: unknown). NULL for backends that only compile
@@ -122,6 +129,10 @@ extern const at_backend_ops at_opencl_backend;
 extern const at_backend_ops at_cuda_backend;
 extern const at_backend_ops at_hip_backend;
 
+/* For open_native: the device index of the caller's handles is found (found, -1: none of the
+ * backend's ndevs devices) and agrees with the index asked (*idx, -1: any); then *idx is it.
+ * Else AT_ERR_INVALID_ARG saying which. */
+at_status at_native_device(const char *backend, int found, int ndevs, int *idx);
 /* The first lines of a compiler log (at most 8), trimmed, into dst. */
 void at_log_head(const char *log, char *dst, size_t cap);
 /* AT_ERR_INVALID_ARG naming `what` unless [off, off + bytes) lies inside buffer b. */

@@ -97,13 +97,27 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_problem *p, 
         if (st == AT_OK) at_binary_store(ctx, t->source, options, k->prog);
         free(log);
     }
-    if (st == AT_OK && ws_bytes) st = at_workspace_ensure(ctx, &k->workspace, ws_bytes);
+    k->ws_bytes = ws_bytes; /* made at the first launch: a cached kernel is never launched */
+    k->refs = 1;
     if (st != AT_OK) {
         at_kernel_destroy(k);
         return st;
     }
     *out = k;
     return AT_OK;
+}
+
+at_kernel *at_kernel_share(at_kernel *base)
+{
+    at_kernel *k = malloc(sizeof *k);
+    if (!k) return NULL;
+    /* Everything before base: refs is counted by other threads meanwhile. */
+    memcpy(k, base, offsetof(at_kernel, base));
+    k->base = base;
+    k->refs = 0;
+    memset(&k->workspace, 0, sizeof k->workspace);
+    __atomic_add_fetch(&base->refs, 1, __ATOMIC_RELAXED);
+    return k;
 }
 
 at_status at_workspace_ensure(at_context *ctx, at_bbuf *ws, size_t bytes)

@@ -20,6 +20,7 @@ struct at_context {
     char *db_path;
     int compile_threads;
     int device_index;
+    int native; /* dev holds the caller's handles (native_context/queue): never recycled */
     char last_error[4096];
     at_layers layers;     /* db, then the read-only layers of the search path */
     at_device_rec id;     /* this device's identity: its family and vendor for the chain */
@@ -97,12 +98,20 @@ struct at_kernel {
                           * none. The kernel leaves it zeroed, so it is cleared only once. */
     int from_binary;     /* 1: loaded from the binaries table, not compiled */
     at_lookup_info info; /* where its config came from (at_kernel_info) */
+    size_t ws_bytes;     /* the workspace's size: allocated at the first launch */
+    /* A kernel handed out from the context's kernel cache shares the program, the argument
+     * names and the problem of base (one reference); NULL: it owns them. */
+    struct at_kernel *base;
+    int refs; /* of a kernel that owns its program: 1 + the kernels sharing it (atomic) */
 };
 
 /* Compiles (or loads from the binaries table) template t (bound to p and ctx's device) at a
- * configuration string, and makes a kernel. */
+ * configuration string, and makes a kernel (one reference, no workspace yet). */
 at_status at_kernel_build(at_context *ctx, at_template *t, const at_problem *p, const char *config,
                           at_kernel **out);
+/* A new kernel sharing base's program (base gains a reference; at_kernel_destroy gives it
+ * back), with its own workspace, made at its first launch. NULL when out of memory. */
+at_kernel *at_kernel_share(at_kernel *base);
 
 /* Makes *ws a zeroed device buffer of at least bytes (reallocated when smaller; 0 bytes frees
  * it), waiting until the zeroing is done so any stream may use it. */

@@ -584,6 +584,11 @@ static at_status device_lost(at_link *l)
         return AT_OK;
     }
     at_context *ctx = l->ctx;
+    if (ctx->native) /* the caller's context: theirs to recreate, never ours */
+        return at_fail(AT_ERR_DEVICE_LOST,
+                       "a kernel fault left the %s context the caller gave (native_context) "
+                       "unusable; autotune does not reset or recreate it",
+                       ctx->ops->name);
     dev_release(&l->local); /* what it can still free */
     ctx->ops->close(ctx->dev);
     ctx->dev = NULL;

@@ -7,7 +7,9 @@
  *                          256x256x16), the template's trusted hash and default config
  *   lookup cold DIR M N K  one at_gemm_get of MxNxK with DIR/layer on the path and DIR/user as
  *                          the user's database: milliseconds of each step and the source
- *   lookup hot DIR M N K R R at_lookup calls of MxNxK after the first: microseconds per call
+ *   lookup hot DIR M N K R R at_lookup calls of MxNxK after the first, then R at_gemm_get +
+ *                          at_kernel_destroy after the first (the kernel cache): microseconds
+ *                          per call
  *   lookup opencl          the OpenCL runtime's own start-up (platform, device, context and
  *                          queue, what at_context_create cannot avoid), for comparison
  * $LOOKUP_LAYER replaces DIR/layer on the search path (the same entries as a bundle). */
@@ -132,6 +134,20 @@ int main(int argc, char **argv)
         for (long i = 0; i < r; i++) at_lookup(ctx, &pv, 0, &in);
         printf("hot at_lookup %ldx%ldx%ld: %.3f us per call (%ld calls), source %d\n", (long)g.m,
                (long)g.n, (long)g.k, (at_now() - t1) / (double)r * 1e6, r, (int)in.source);
+        /* A repeated at_gemm_get: the kernel cache shares the program built by the first. */
+        at_kernel *k = NULL;
+        t1 = at_now();
+        if (at_gemm_get(ctx, &g, 0, &k, NULL) != AT_OK) return die("get", ctx);
+        double t_first = ms_since(t1);
+        at_kernel_destroy(k);
+        t1 = at_now();
+        for (long i = 0; i < r; i++) {
+            if (at_gemm_get(ctx, &g, 0, &k, NULL) != AT_OK) return die("get", ctx);
+            at_kernel_destroy(k);
+        }
+        printf("hot at_gemm_get + at_kernel_destroy %ldx%ldx%ld: %.3f us per call (%ld calls; "
+               "the first %.2f ms)\n",
+               (long)g.m, (long)g.n, (long)g.k, (at_now() - t1) / (double)r * 1e6, r, t_first);
         at_context_destroy(ctx);
         return 0;
     }

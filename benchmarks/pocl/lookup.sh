@@ -7,7 +7,7 @@
 #   3. the same for a nearest-shape answer (a shape not in the layer: every key is scanned);
 #   4. the same layer shipped as a bundle (autotune db export): its first open imports it into
 #      the user's cache, later processes open that copy;
-#   5. hot at_lookup;
+#   5. hot at_lookup, and hot at_gemm_get + at_kernel_destroy (the context's kernel cache);
 #   6. the OpenCL runtime's own start-up, the floor under every cold figure.
 # Usage: benchmarks/pocl/lookup.sh OUTDIR   (N=10000; LOOKUP=build/benchmarks/lookup)
 set -euo pipefail

@@ -498,6 +498,20 @@ static void test_launch_shape(void **state)
     free(params);
 }
 
+/* The caller's context is required; without a driver the handles cannot be checked (the rest
+ * waits for a GPU: the device derived from the context, a mismatch, the stream kept). */
+static void test_native_handles(void **state)
+{
+    (void)state;
+    at_bdev *d = NULL;
+    int idx = -1;
+    void *stream = (void *)(uintptr_t)0x5712;
+    assert_int_equal(at_cuda_backend.open_native(NULL, stream, &idx, &d), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "native_context"));
+    assert_null(d);
+    assert_int_equal(idx, -1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], CHILD_FLAG) == 0) return child_main(argv[2], argv[3]);
@@ -509,6 +523,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_missing_driver_override),
         cmocka_unit_test(test_probe_without_driver),
         cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_native_handles),
         cmocka_unit_test(test_compile_sm80),
         cmocka_unit_test(test_compile_sm90a),
         cmocka_unit_test(test_defines_change_resources),

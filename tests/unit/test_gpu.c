@@ -566,6 +566,27 @@ static void test_check_finish_and_start(void **state)
     g_dev = NULL;
 }
 
+/* The caller's stream (open_native): used, never made, synchronised at stop or destroyed. */
+static void test_borrowed_stream(void **state)
+{
+    (void)state;
+    at_bdev *d = NULL;
+    assert_int_equal(at_gpu_dev_new(sizeof *d, &g_api, &g_rtc, "fk1", false, &d), AT_OK);
+    g_dev = d;
+    void *theirs = (void *)(uintptr_t)0x5712;
+    d->gpu.stream = theirs;
+    d->gpu.borrowed_stream = true;
+    reset(NULL);
+    assert_int_equal(at_gpu_dev_start(d), AT_OK);
+    assert_string_equal(g_trace, "activate event_create event_create");
+    assert_ptr_equal(at_gpu_native_queue(d), theirs);
+    reset(NULL);
+    at_gpu_dev_stop(d);
+    assert_string_equal(g_trace, "event_destroy event_destroy");
+    at_gpu_dev_free(d);
+    g_dev = NULL;
+}
+
 /* A compile-only target runs nothing and never touches the runtime. */
 static void test_compile_only(void **state)
 {
@@ -879,6 +900,7 @@ int main(void)
         cmocka_unit_test(test_launch_arguments),
         cmocka_unit_test(test_buffers),
         cmocka_unit_test(test_check_finish_and_start),
+        cmocka_unit_test(test_borrowed_stream),
         cmocka_unit_test(test_compile_only),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_compile),

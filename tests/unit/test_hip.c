@@ -229,12 +229,31 @@ static void test_resources_from_metadata(void **state)
     assert_int_equal(r.registers, -1);
 }
 
+/* HIP's native handles: NULL and a stream, on a device the caller names (the rest waits for a
+ * GPU: the stream used and kept). */
+static void test_native_handles(void **state)
+{
+    (void)state;
+    at_bdev *d = NULL;
+    void *stream = (void *)(uintptr_t)0x5712;
+    int idx = 0;
+    assert_int_equal(at_hip_backend.open_native(stream, stream, &idx, &d), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "no context object"));
+    assert_int_equal(at_hip_backend.open_native(NULL, NULL, &idx, &d), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "native_queue"));
+    idx = -1;
+    assert_int_equal(at_hip_backend.open_native(NULL, stream, &idx, &d), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "not -1"));
+    assert_null(d);
+}
+
 int main(void)
 {
     at_test_have_compiler(B, "gfx90a", g_no_hiprtc, sizeof g_no_hiprtc);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_device_is_unavailable_with_a_reason),
         cmocka_unit_test(test_bad_targets),
+        cmocka_unit_test(test_native_handles),
         cmocka_unit_test(test_compile_and_read_metadata),
         cmocka_unit_test(test_compile_errors),
         cmocka_unit_test(test_crashing_targets_are_refused),

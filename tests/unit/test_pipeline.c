@@ -412,6 +412,15 @@ static void test_statuses_flush_and_recycle(void **state)
     at_kernel_destroy(k);
     at_template_free(t);
 
+    /* On the caller's context (native handles) the crash is not recovered: the context is
+     * theirs, never closed and reopened; the run ends with AT_ERR_DEVICE_LOST. */
+    ctx.native = 1;
+    o.force = 1;
+    g_opens = 0;
+    assert_int_equal(at_gemm_tune(&ctx, &p, &o, &r, NULL), AT_ERR_DEVICE_LOST);
+    assert_non_null(strstr(at_context_last_error(&ctx), "native_context"));
+    assert_int_equal(g_opens, 0);
+
     fake.close(ctx.dev);
     at_db_close(ctx.db);
     at_template_free(g_tpl);
@@ -486,8 +495,8 @@ static void test_splitk_workspace_shared(void **state)
     /* the tuned kernel on the caller's buffers: its own zeroed workspace, shared size kept */
     assert_non_null(k);
     assert_int_equal(k->shared_bytes, 16 * 1024);
-    assert_non_null(k->workspace.handle);
-    assert_int_equal(k->workspace.bytes, 3 * 3 * (16 * 8 + 1) * 4);
+    assert_null(k->workspace.handle); /* made at the first launch */
+    assert_int_equal(k->ws_bytes, 3 * 3 * (16 * 8 + 1) * 4);
     float A[37 * 13], B[13 * 20], C[37 * 20], want_c[37 * 20];
     for (int i = 0; i < 37 * 13; i++) A[i] = (float)((i * 7) % 11) - 5.0f;
     for (int i = 0; i < 13 * 20; i++) B[i] = (float)((i * 5) % 9) - 4.0f;
@@ -504,6 +513,7 @@ static void test_splitk_workspace_shared(void **state)
                          AT_OK);
         assert_int_equal(g_splitk_launches, before + 1);
         for (int i = 0; i < 37 * 20; i++) assert_float_equal(C[i], want_c[i], 1e-3);
+        assert_int_equal(k->workspace.bytes, 3 * 3 * (16 * 8 + 1) * 4);
         const unsigned char *w = k->workspace.handle;
         for (size_t i = 0; i < k->workspace.bytes; i++) assert_int_equal(w[i], 0);
     }

@@ -74,6 +74,7 @@ typedef void *nvrtcProgram;
     X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult, (CUcontext *, CUdevice))     \
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice))             \
     X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext))                                   \
+    X(cuCtxGetDevice, "cuCtxGetDevice", CUresult, (CUdevice *))                                    \
     X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream *, unsigned int))                      \
     X(cuEventCreate, "cuEventCreate", CUresult, (CUevent *, unsigned int))                         \
     X(cuFuncGetAttribute, "cuFuncGetAttribute", CUresult,                                          \
@@ -134,7 +135,8 @@ static at_gpu_rtc g_nv; /* NVRTC */
 struct at_bdev {
     at_gpu_dev gpu; /* first: what gpu.c uses */
     CUdevice dev;
-    CUcontext ctx;                    /* the primary context, retained */
+    CUcontext ctx; /* the primary context, retained; or the caller's (borrowed) */
+    bool borrowed; /* ctx is the caller's (open_native): never released, reset or destroyed */
     int64_t smem_default, smem_optin; /* shared bytes per block: without and with opting in */
 };
 
@@ -382,16 +384,16 @@ static void cuda_close(at_bdev *d)
     if (d && !d->gpu.compile_only && d->ctx) {
         cu_activate(d);
         at_gpu_dev_stop(d);
-        cu.cuDevicePrimaryCtxRelease(d->dev);
+        if (!d->borrowed) cu.cuDevicePrimaryCtxRelease(d->dev);
     }
     at_gpu_dev_free(d);
 }
 
-static at_status cuda_open(int idx, at_bdev **out)
+/* Device dev in context ctx (NULL: its primary context, retained) on stream (NULL: one of
+ * ours). */
+static at_status open_in(CUdevice dev, CUcontext ctx, CUstream stream, at_bdev **out)
 {
     *out = NULL;
-    CUdevice dev = 0;
-    AT_TRY(get_device(idx, &dev));
     char arch[16];
     device_arch(dev, arch, sizeof arch);
     at_bdev *d = NULL;
@@ -399,8 +401,12 @@ static at_status cuda_open(int idx, at_bdev **out)
     d->dev = dev;
     d->smem_default = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
     d->smem_optin = dev_attr(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    at_status s;
-    CUresult r = cu.cuDevicePrimaryCtxRetain(&d->ctx, dev);
+    d->borrowed = ctx != NULL;
+    d->ctx = ctx;
+    d->gpu.stream = stream;
+    d->gpu.borrowed_stream = stream != NULL;
+    at_status s = AT_OK;
+    CUresult r = ctx ? 0 : cu.cuDevicePrimaryCtxRetain(&d->ctx, dev);
     if (r != 0) {
         d->ctx = NULL;
         s = cu_fail(AT_ERR_NO_DEVICE, "cuDevicePrimaryCtxRetain", r);
@@ -412,6 +418,35 @@ static at_status cuda_open(int idx, at_bdev **out)
     }
     *out = d;
     return AT_OK;
+}
+
+static at_status cuda_open(int idx, at_bdev **out)
+{
+    *out = NULL;
+    CUdevice dev = 0;
+    AT_TRY(get_device(idx, &dev));
+    return open_in(dev, NULL, NULL, out);
+}
+
+/* The caller's context (required) and stream (NULL: one of ours in that context). */
+static at_status cuda_open_native(void *context, void *queue, int *idx, at_bdev **out)
+{
+    *out = NULL;
+    if (!context)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "CUDA: native_context (a CUcontext) is needed with native handles");
+    AT_TRY(cuda_probe(NULL, 0));
+    CUdevice dev = 0;
+    CUresult r = cu.cuCtxSetCurrent(context);
+    if (r == 0) r = cu.cuCtxGetDevice(&dev);
+    if (r != 0) return cu_fail(AT_ERR_INVALID_ARG, "cuCtxGetDevice (native_context)", r);
+    int found = -1;
+    for (int i = 0; i < g_cu.ndevs && found < 0; i++) {
+        CUdevice di = 0;
+        if (cu.cuDeviceGet(&di, i) == 0 && di == dev) found = i;
+    }
+    AT_TRY(at_native_device("CUDA", found, g_cu.ndevs, idx));
+    return open_in(dev, context, queue, out);
 }
 
 /* The limits every device of a target shares (CUDA programming guide, compute capabilities
@@ -462,7 +497,8 @@ static at_status cuda_resources(at_bprog *p, at_resources *out)
 }
 
 /* A fault (illegal address, launch failure) is sticky: every later call on the context fails,
- * so check() (cuCtxSynchronize, in gpu.c) reports it and the caller recycles the context. */
+ * so check() (cuCtxSynchronize, in gpu.c) reports it and the caller recycles the context (not
+ * a borrowed one: that is AT_ERR_DEVICE_LOST, tuner/worker.c). */
 static void *cuda_native_context(at_bdev *d) { return d ? (void *)d->ctx : NULL; }
 
 /* ---- the ptxas report --------------------------------------------------------------------- */
@@ -570,6 +606,7 @@ const at_backend_ops at_cuda_backend = {
     .device_count = cuda_device_count,
     .device_info = cuda_device_info,
     .open = cuda_open,
+    .open_native = cuda_open_native,
     .open_target = cuda_open_target,
     .close = cuda_close,
     .resources = cuda_resources,

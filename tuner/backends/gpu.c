@@ -199,7 +199,7 @@ at_status at_gpu_dev_start(at_bdev *d)
     int r = 0;
     if ((r = api->fn.activate(d)) != 0)
         call = api->call.activate;
-    else if ((r = api->fn.stream_create(&g->stream)) != 0) {
+    else if (!g->stream && (r = api->fn.stream_create(&g->stream)) != 0) {
         g->stream = NULL;
         call = api->call.stream_create;
     } else if ((r = api->fn.event_create(&g->ev_start)) != 0) {
@@ -216,10 +216,11 @@ void at_gpu_dev_stop(at_bdev *d)
 {
     at_gpu_dev *g = gpu_of(d);
     const at_gpu_api *api = g->api;
-    if (g->stream) api->fn.stream_sync(g->stream);
+    int own = g->stream && !g->borrowed_stream;
+    if (own) api->fn.stream_sync(g->stream);
     if (g->ev_start) api->fn.event_destroy(g->ev_start);
     if (g->ev_end) api->fn.event_destroy(g->ev_end);
-    if (g->stream) api->fn.stream_destroy(g->stream);
+    if (own) api->fn.stream_destroy(g->stream);
 }
 
 void at_gpu_dev_free(at_bdev *d)

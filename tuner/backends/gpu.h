@@ -188,9 +188,11 @@ const char **at_gpu_options(const char *arch_opt, const char *const *fixed, char
 typedef struct at_gpu_dev {
     const at_gpu_api *api;
     at_gpu_rtc *rtc;
-    bool compile_only; /* from open_target(): no stream or events */
-    char arch[64];     /* the target of every compile: "sm_90a", "gfx90a:sramecc+:xnack-" */
-    void *stream;      /* the device's queue */
+    bool compile_only;    /* from open_target(): no stream or events */
+    char arch[64];        /* the target of every compile: "sm_90a", "gfx90a:sramecc+:xnack-" */
+    void *stream;         /* the device's queue */
+    bool borrowed_stream; /* stream is the caller's (open_native): never synchronised at stop
+                           * nor destroyed */
     void *ev_start, *ev_end;
     pthread_mutex_t timing_mu; /* one pair of events: timed launches take turns */
     bool mu_ok;
@@ -212,9 +214,11 @@ struct at_bprog {
  * unless compile_only. */
 at_status at_gpu_dev_new(size_t size, const at_gpu_api *api, at_gpu_rtc *rtc, const char *arch,
                          bool compile_only, at_bdev **out);
-/* Makes d current and creates its stream and events; AT_ERR_NO_DEVICE naming the failed call. */
+/* Makes d current and creates its stream (unless it has the caller's) and events;
+ * AT_ERR_NO_DEVICE naming the failed call. */
 at_status at_gpu_dev_start(at_bdev *d);
-/* Waits for d's stream and destroys its events and stream (d current). */
+/* Waits for d's stream and destroys its events and stream (d current); a caller's stream is
+ * left as it is. */
 void at_gpu_dev_stop(at_bdev *d);
 /* The timing mutex and d itself; accepts NULL. */
 void at_gpu_dev_free(at_bdev *d);

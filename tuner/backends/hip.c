@@ -441,7 +441,8 @@ static void hip_close(at_bdev *d)
     at_gpu_dev_free(d);
 }
 
-static at_status hip_open(int idx, at_bdev **out)
+/* Device idx on stream (NULL: one of ours). */
+static at_status open_on(int idx, void *stream, at_bdev **out)
 {
     *out = NULL;
     AT_TRY(check_index(idx));
@@ -451,6 +452,8 @@ static at_status hip_open(int idx, at_bdev **out)
     if (s == AT_OK) s = at_gpu_dev_new(sizeof *d, &g_hip, &g_rtc, arch, false, &d);
     if (s != AT_OK) return s;
     d->idx = idx;
+    d->gpu.stream = stream;
+    d->gpu.borrowed_stream = stream != NULL;
     s = probe_target(d->gpu.arch);           /* hipRTC is loaded: check_index probed it */
     if (s == AT_OK) s = at_gpu_dev_start(d); /* current, stream, events */
     if (s != AT_OK) {
@@ -459,6 +462,26 @@ static at_status hip_open(int idx, at_bdev **out)
     }
     *out = d;
     return AT_OK;
+}
+
+static at_status hip_open(int idx, at_bdev **out) { return open_on(idx, NULL, out); }
+
+/* The caller's stream (required) on the device it names: HIP has no context object, and the
+ * device of a stream is not asked of the runtime (hipStreamGetDevice is ROCm 6), so the index
+ * must be given. */
+static at_status hip_open_native(void *context, void *queue, int *idx, at_bdev **out)
+{
+    *out = NULL;
+    if (context)
+        return at_fail(AT_ERR_INVALID_ARG, "HIP has no context object: native_context must be "
+                                           "NULL (native_queue is the hipStream_t)");
+    if (!queue)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "HIP: native_queue (a hipStream_t) is needed with native handles");
+    if (*idx < 0)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "HIP: device must be the index of the native stream's device (not -1)");
+    return open_on(*idx, queue, out);
 }
 
 /* The limits every device of a target shares (AMD CDNA/RDNA ISA guides), for compiling and
@@ -514,6 +537,7 @@ const at_backend_ops at_hip_backend = {
     .device_count = hip_device_count,
     .device_info = hip_device_info,
     .open = hip_open,
+    .open_native = hip_open_native,
     .open_target = hip_open_target,
     .close = hip_close,
     .resources = hip_resources,

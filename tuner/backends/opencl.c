@@ -24,9 +24,12 @@
     X(clGetDeviceIDs)                                                                              \
     X(clGetDeviceInfo)                                                                             \
     X(clCreateContext)                                                                             \
+    X(clRetainContext)                                                                             \
     X(clReleaseContext)                                                                            \
     X(clCreateCommandQueue)                                                                        \
+    X(clRetainCommandQueue)                                                                        \
     X(clReleaseCommandQueue)                                                                       \
+    X(clGetCommandQueueInfo)                                                                       \
     X(clCreateProgramWithSource)                                                                   \
     X(clCreateProgramWithBinary)                                                                   \
     X(clBuildProgram)                                                                              \
@@ -359,6 +362,7 @@ struct at_bdev {
     cl_device_id device;
     cl_context ctx;
     cl_command_queue queue;
+    bool borrowed;     /* ctx and queue are the caller's (open_native): retained, not made */
     char version[768]; /* compiler_version() */
 };
 
@@ -373,11 +377,21 @@ static void ocl_close(at_bdev *d)
 {
     if (!d) return;
     if (d->queue) {
-        cl.clFinish(d->queue);
+        if (!d->borrowed) cl.clFinish(d->queue); /* the caller's queue is the caller's to wait */
         cl.clReleaseCommandQueue(d->queue);
     }
     if (d->ctx) cl.clReleaseContext(d->ctx);
     free(d);
+}
+
+/* d->version: the platform, driver and device versions (part of the binaries' key). */
+static void compiler_version_of(at_bdev *d)
+{
+    char pver[256], drv[128], dver[256];
+    plat_str(d->platform, CL_PLATFORM_VERSION, pver, sizeof pver);
+    dev_str(d->device, CL_DRIVER_VERSION, drv, sizeof drv);
+    dev_str(d->device, CL_DEVICE_VERSION, dver, sizeof dver);
+    fmt_into(d->version, sizeof d->version, "%s / %s / %s", pver, drv, dver);
 }
 
 static at_status ocl_open(int idx, at_bdev **out)
@@ -401,11 +415,51 @@ static at_status ocl_open(int idx, at_bdev **out)
         ocl_close(d);
         return ocl_fail(AT_ERR_NO_DEVICE, "clCreateCommandQueue", err);
     }
-    char pver[256], drv[128], dver[256];
-    plat_str(e.platform, CL_PLATFORM_VERSION, pver, sizeof pver);
-    dev_str(e.device, CL_DRIVER_VERSION, drv, sizeof drv);
-    dev_str(e.device, CL_DEVICE_VERSION, dver, sizeof dver);
-    fmt_into(d->version, sizeof d->version, "%s / %s / %s", pver, drv, dver);
+    compiler_version_of(d);
+    *out = d;
+    return AT_OK;
+}
+
+/* The caller's queue (and context: NULL takes the queue's) retained, on the device they were
+ * made for; *idx: the index asked (-1: any), then the device's index. */
+static at_status ocl_open_native(void *context, void *queue, int *idx, at_bdev **out)
+{
+    *out = NULL;
+    AT_TRY(ensure_loaded());
+    if (!queue)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "OpenCL: native_queue (a cl_command_queue) is needed with native handles");
+    cl_command_queue q = queue;
+    cl_context qc = NULL;
+    cl_device_id dev = NULL;
+    cl_int err = cl.clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qc, &qc, NULL);
+    if (err == CL_SUCCESS)
+        err = cl.clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+    if (err != CL_SUCCESS) return ocl_fail(AT_ERR_INVALID_ARG, "clGetCommandQueueInfo", err);
+    if (context && (cl_context)context != qc)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "OpenCL: native_queue belongs to another cl_context than native_context");
+    int found = -1;
+    for (int i = 0; i < g_ndevs && found < 0; i++)
+        if (g_devs[i].device == dev) found = i;
+    AT_TRY(at_native_device("OpenCL", found, g_ndevs, idx));
+    at_bdev *d = calloc(1, sizeof *d);
+    if (!d) return at_fail(AT_ERR_NO_MEMORY, "out of memory opening OpenCL device %d", found);
+    d->platform = g_devs[found].platform;
+    d->device = dev;
+    d->borrowed = true;
+    /* Retained here, released at close: what the caller made stays the caller's. */
+    if ((err = cl.clRetainContext(qc)) != CL_SUCCESS) {
+        free(d);
+        return ocl_fail(AT_ERR_INVALID_ARG, "clRetainContext", err);
+    }
+    d->ctx = qc;
+    if ((err = cl.clRetainCommandQueue(q)) != CL_SUCCESS) {
+        ocl_close(d);
+        return ocl_fail(AT_ERR_INVALID_ARG, "clRetainCommandQueue", err);
+    }
+    d->queue = q;
+    compiler_version_of(d);
     *out = d;
     return AT_OK;
 }
@@ -702,6 +756,7 @@ const at_backend_ops at_opencl_backend = {
     .device_count = ocl_device_count,
     .device_info = ocl_device_info,
     .open = ocl_open,
+    .open_native = ocl_open_native,
     .close = ocl_close,
     .compiler_version = ocl_compiler_version,
     .compile = ocl_compile,

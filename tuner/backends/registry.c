@@ -30,6 +30,20 @@ const at_backend_ops *const *at_backend_list(void) { return g_backends; }
 
 /* ---- helpers shared by the backends ---- */
 
+at_status at_native_device(const char *backend, int found, int ndevs, int *idx)
+{
+    if (found < 0)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "%s: the native handles' device is none of the %d devices found", backend,
+                       ndevs);
+    if (*idx >= 0 && *idx != found)
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "%s: device %d was asked, but the native queue is on device %d", backend,
+                       *idx, found);
+    *idx = found;
+    return AT_OK;
+}
+
 /* The first few lines of a compile log, for the one-line error message. */
 void at_log_head(const char *log, char *dst, size_t cap)
 {
