@@ -115,6 +115,18 @@ int at_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
+int at_parse_budget(const char *s, int64_t *evals, double *seconds)
+{
+    size_t n = s ? strspn(s, "0123456789") : 0, f;
+    if (n && s[n] == '.' && (f = strspn(s + n + 1, "0123456789"))) n += 1 + f;
+    const int secs = n && s[n] == 's' && !s[n + 1];
+    const double x = n && (secs || (!s[n] && !strchr(s, '.'))) ? strtod(s, NULL) : 0;
+    if (!(x > 0) || x > 1e9 || (!secs && x < 1)) return -1;
+    *evals = secs ? 0 : (int64_t)x;
+    *seconds = secs ? x : 0;
+    return 0;
+}
+
 int at_parse_real(const char *s, double *out)
 {
     /* -?D+(.D+)?([eE][-+]?D+)?: strtod alone takes spaces, '+', hex, inf and nan. */

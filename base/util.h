@@ -48,5 +48,9 @@ int at_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* Parses a whole finite decimal number -?D+(.D+)?([eE][-+]?D+)? (no spaces, '+', hex, inf, nan);
  * 0 on success, -1 otherwise. */
 int at_parse_real(const char *s, double *out);
+/* A tuning budget as the CLI and AUTOTUNE_BUDGET write it: "N" evaluations (1 <= N <= 1e9,
+ * decimal digits only) or "Ns" / "N.Ns" seconds (> 0). Sets one of *evals, *seconds and zeroes
+ * the other; 0 on success, -1 otherwise. */
+int at_parse_budget(const char *s, int64_t *evals, double *seconds);
 
 #endif

@@ -253,6 +253,25 @@ static at_status pick_backend(at_backend_kind kind, const at_backend_ops **out)
                    "no backend with a device is available (autotune devices says why)");
 }
 
+/* The environment's controls (README, "Environment"), in the spirit of PyTorch TunableOp's. */
+static at_status read_environment(at_context *ctx)
+{
+    const char *tuning = getenv("AUTOTUNE_TUNING"), *budget = getenv("AUTOTUNE_BUDGET");
+    if (tuning && *tuning) {
+        if (strcmp(tuning, "0") && strcmp(tuning, "1"))
+            return at_fail(AT_ERR_INVALID_ARG,
+                           "AUTOTUNE_TUNING='%s' is not 0 (never tune) or 1 (tune when asked)",
+                           tuning);
+        ctx->no_tuning = tuning[0] == '0';
+    }
+    if (budget && *budget && at_parse_budget(budget, &ctx->env_evals, &ctx->env_seconds))
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "AUTOTUNE_BUDGET='%s' is not a count of evaluations (N >= 1) or of seconds "
+                       "(Ns, e.g. 90s)",
+                       budget);
+    return AT_OK;
+}
+
 at_status at_context_create(const at_context_options *opts, at_context **out)
 {
     at_context_options o = {0};
@@ -279,6 +298,7 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
                         o.device, ctx->ops->name, n, n == 1 ? "" : "s");
     }
     if (s == AT_OK) s = ctx->ops->device_info(o.device, &ctx->info);
+    if (s == AT_OK) s = read_environment(ctx);
     if (s == AT_OK) {
         ctx->db_path = o.db_path ? at_strdup(o.db_path) : at_db_default_path();
         if (!ctx->db_path) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
@@ -736,10 +756,16 @@ static at_status kernel_for(at_context *ctx, at_template *t, const at_problem *p
     return s;
 }
 
-static void default_tune_options(const at_tune_options *in, at_tune_options *o)
+static void default_tune_options(const at_context *ctx, const at_tune_options *in,
+                                 at_tune_options *o)
 {
     if (in) *o = *in;
-    /* Without a budget, a search stops after a minute; exhaustive runs to the end. */
+    /* Without a budget: AUTOTUNE_BUDGET, else a search stops after a minute (exhaustive runs to
+     * the end). */
+    if (o->max_evals <= 0 && o->max_seconds <= 0 && ctx) {
+        o->max_evals = ctx->env_evals;
+        o->max_seconds = ctx->env_seconds;
+    }
     if (o->max_evals <= 0 && o->max_seconds <= 0)
         o->max_seconds = at_search_default_seconds(o->strategy);
     if (!o->seed) o->seed = 1;
@@ -754,7 +780,7 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
     if (out) *out = NULL;
     double t0 = at_now();
     at_tune_options o = {0};
-    default_tune_options(opts, &o);
+    default_tune_options(ctx, opts, &o);
     at_problem *p = NULL;
     answer a = {0};
     at_template *t = NULL;
@@ -768,6 +794,13 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
     int hit = s == AT_OK && !o.force && !o.replay_db &&
               chain(ctx, p, LV_EXACT, LV_EXACT, o.template_name, &a) == AT_OK;
     if (s == AT_OK) at_errclear(); /* a miss is no failure */
+    if (s == AT_OK && !hit && ctx->no_tuning && !o.replay_db) {
+        char pkey[256];
+        p->op->key(p->data, pkey, sizeof pkey);
+        s = at_fail(AT_ERR_NOT_FOUND,
+                    "tuning is off (AUTOTUNE_TUNING=0) and no database has an entry for %s on %s",
+                    pkey, ctx->info.key);
+    }
     if (hit) {
         /* Nothing is compiled, unless the caller wants the kernel and its binary is not in the
          * database. */
@@ -905,7 +938,8 @@ at_status at_get(at_context *ctx, const at_problem *problem, unsigned flags, at_
     if (s == AT_OK && !out) s = at_fail(AT_ERR_INVALID_ARG, "at_get: out is NULL");
     if (s == AT_OK) s = resolved(problem, &p);
     if (s == AT_OK) at_problem_signature(p, sig, sizeof sig);
-    /* ALLOW_TUNE: an exact entry, else tune now. */
+    /* ALLOW_TUNE: an exact entry, else tune now (not with AUTOTUNE_TUNING=0: the chain). */
+    if (s == AT_OK && ctx->no_tuning) flags &= ~AT_GET_ALLOW_TUNE;
     if (s == AT_OK)
         s = lookup(ctx, p, sig, flags & AT_GET_ALLOW_TUNE ? AT_GET_NO_FALLBACK : flags, &info);
     if (s == AT_ERR_NOT_FOUND && (flags & AT_GET_ALLOW_TUNE)) {

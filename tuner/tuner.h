@@ -21,6 +21,12 @@ struct at_context {
     int compile_threads;
     int device_index;
     int native; /* dev holds the caller's handles (native_context/queue): never recycled */
+    /* The environment's controls, read at creation: AUTOTUNE_TUNING=0 (no tuning: at_get never
+     * tunes, at_tune answers only from the databases) and AUTOTUNE_BUDGET (the default budget
+     * of a tuning run given none; 0 and 0: the search's own default). */
+    int no_tuning;
+    int64_t env_evals;
+    double env_seconds;
     char last_error[4096];
     at_layers layers;     /* db, then the read-only layers of the search path */
     at_device_rec id;     /* this device's identity: its family and vendor for the chain */
