@@ -14,7 +14,24 @@ void at_loop_clear(at_loop *l)
 {
     free(l->traj_evals);
     free(l->traj_config);
+    free(l->measured_s);
     memset(l, 0, sizeof *l);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double at_loop_expect(const at_loop *l, const at_loop_env *env)
+{
+    if (l->nmeasured_s == 0) return env ? env->estimate_s : 0;
+    double v[64]; /* the median of the last 64 is plenty */
+    size_t n = l->nmeasured_s < 64 ? l->nmeasured_s : 64;
+    memcpy(v, l->measured_s + (l->nmeasured_s - n), n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_double);
+    return v[n / 2];
 }
 
 /* Takes the outcome of one config: counts it, keeps the best and the trajectory, tells the
@@ -54,15 +71,57 @@ at_search_options at_search_options_of(const at_tune_options *opts)
     return so;
 }
 
-at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts, at_loop *l)
+/* Tells the progress hooks of the outcome of config c (rec; NULL before the first). */
+static void report_progress(const at_tune_options *opts, const at_loop_env *env, const at_loop *l,
+                            double t0, size_t c, const at_result_rec *rec)
+{
+    double elapsed = at_now() - t0, eta = 0;
+    double best_us = l->have_best ? l->best_rec.median_us : 0;
+    if (opts->progress && rec) {
+        if (opts->max_evals > 0 && l->evaluated < opts->max_evals)
+            eta = elapsed / (double)l->evaluated * (double)(opts->max_evals - l->evaluated);
+        if (opts->max_seconds > 0 && (eta == 0 || opts->max_seconds - elapsed < eta))
+            eta = opts->max_seconds > elapsed ? opts->max_seconds - elapsed : 0;
+        opts->progress(opts->progress_user, l->evaluated, opts->max_evals, best_us, elapsed, eta);
+    }
+    if (!opts->on_candidate) return;
+    char config[512] = "";
+    if (rec && env && env->space && env->configs)
+        at_config_format(env->space, env->configs + c * env->space->nparams, config, sizeof config);
+    double flops = env ? env->flops : 0;
+    at_tune_progress p = {.done = l->evaluated,
+                          .budget = opts->max_evals,
+                          .best_us = best_us,
+                          .best_gflops = best_us > 0 && flops > 0 ? flops / (best_us * 1e3) : 0,
+                          .elapsed_s = elapsed,
+                          .budget_s = opts->max_seconds,
+                          .estimate_s = at_loop_expect(l, env),
+                          .problem = env && env->problem ? env->problem : "",
+                          .config = config,
+                          .status = rec ? at_result_status_name(rec->status) : "",
+                          .time_us = rec && rec->status == AT_RS_OK ? rec->median_us : 0};
+    opts->on_candidate(opts->progress_user, &p);
+}
+
+at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts,
+                       const at_loop_env *env, at_loop *l)
 {
     memset(l, 0, sizeof *l);
-    double t0 = at_now();
+    double t0 = env && env->t0 > 0 ? env->t0 : at_now();
+    double budget = env ? env->budget_s : 0;
     size_t queued = 0;
     at_status st = AT_OK;
+    report_progress(opts, env, l, t0, 0, NULL);
     while (st == AT_OK) {
         if (opts->cancel && *opts->cancel) {
             l->cancelled = 1;
+            break;
+        }
+        /* Within the budget, a candidate is started only when the time left covers what one
+         * is expected to take, once there is a best: a run ends with something measured. */
+        double expect = at_loop_expect(l, env);
+        if (budget > 0 && l->have_best && at_now() - t0 + expect > budget) {
+            l->budget_stopped = 1;
             break;
         }
         /* Keep the evaluator fed (continuously, or one batch at a time on a CPU device). */
@@ -82,6 +141,10 @@ at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opt
         if (st != AT_OK || queued == 0) break; /* the search is done */
         size_t c;
         at_result_rec rec = {0};
+        e->deadline = budget > 0 && l->have_best ? t0 + budget : 0;
+        e->expect_s = expect;
+        e->not_started = 0;
+        e->measure_s = 0;
         at_status ns = e->next(e, l->have_best ? l->best_rec.median_us : 0, &c, &rec);
         queued--;
         if (ns == AT_ERR_INTERRUPTED) {
@@ -89,16 +152,18 @@ at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opt
             break;
         }
         if ((st = ns) != AT_OK) break; /* the run's own failure: a write, the device */
-        st = account(l, s, c, &rec);
-        if (opts->progress) {
-            double elapsed = at_now() - t0, eta = 0;
-            if (opts->max_evals > 0 && l->evaluated < opts->max_evals)
-                eta = elapsed / (double)l->evaluated * (double)(opts->max_evals - l->evaluated);
-            if (opts->max_seconds > 0 && (eta == 0 || opts->max_seconds - elapsed < eta))
-                eta = opts->max_seconds > elapsed ? opts->max_seconds - elapsed : 0;
-            opts->progress(opts->progress_user, l->evaluated, opts->max_evals,
-                           l->have_best ? l->best_rec.median_us : 0, elapsed, eta);
+        if (e->not_started) {
+            l->budget_stopped = 1;
+            break;
         }
+        if (e->measure_s > 0) {
+            double *m = realloc(l->measured_s, (l->nmeasured_s + 1) * sizeof *m);
+            if (!m) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+            l->measured_s = m;
+            l->measured_s[l->nmeasured_s++] = e->measure_s;
+        }
+        st = account(l, s, c, &rec);
+        report_progress(opts, env, l, t0, c, &rec);
     }
     return st;
 }
@@ -167,6 +232,10 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
     for (size_t q = 0; q < (d->ev.batch ? d->count : 1); q++)
         if (at_pool_wait(d->pool, d->queue[(d->head + q) % d->ev.lookahead], d->cancel))
             return at_fail(AT_ERR_INTERRUPTED, "interrupted");
+    if (d->ev.deadline > 0 && j->status == AT_OK && at_now() + d->ev.expect_s > d->ev.deadline) {
+        d->ev.not_started = 1; /* it stays queued: device_close frees it */
+        return AT_OK;
+    }
     d->head = (d->head + 1) % d->ev.lookahead;
     d->count--;
     *c = j->cfg;
@@ -176,8 +245,10 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
         rec->status = AT_RS_COMPILE_ERROR;
         snprintf(rec->reason, sizeof rec->reason, "%s", j->reason);
     } else {
+        double t0 = at_now();
         st = at_runner_measure(&d->runner, d->t, d->configs + j->cfg * d->t->space->nparams,
                                j->prog, best_us, rec);
+        d->ev.measure_s = at_now() - t0;
     }
     rec->when = when; /* after the measurement, which sets the whole record */
     rec->compile_ms = j->compile_ms;
@@ -220,6 +291,18 @@ static void device_close(device_eval *d)
 
 /* ---- a template's tuning run ---------------------------------------------------------------- */
 
+/* A device's nominal rate in GFLOP/s for the up-front estimate: PoCL on a few CPU cores, or a
+ * mid-range GPU's f32 rate (the estimate only has to tell seconds from minutes). */
+static double nominal_gflops(const at_device_info *info) { return info->is_cpu ? 50.0 : 10000.0; }
+
+/* The up-front estimate of one candidate's seconds: its checked run and its timed repetitions
+ * (at least 3, at least 0.1 s of them; tuner/worker.c) at the device's nominal rate. */
+static double estimate_candidate(const at_problem *p, const at_device_info *info, double *run_s)
+{
+    *run_s = p->op->flops(p->data) / (nominal_gflops(info) * 1e9);
+    return *run_s + fmax(3.0 * *run_s, 0.1);
+}
+
 static int index_of(const int64_t *configs, size_t n, const int64_t *cfg, size_t np)
 {
     for (size_t i = 0; i < n; i++)
@@ -240,6 +323,10 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     size_t n = 0;
     AT_TRY(at_space_enumerate(s, &configs, &idx, &n));
     rep->space = (int64_t)n;
+    const double t_start = at_now();
+    double run_s = 0;
+    rep->estimate_s = opts->replay_db ? 0 : estimate_candidate(p, &ctx->info, &run_s);
+    rep->budget_s = opts->max_seconds;
     if (n == 0) {
         free(configs);
         free(idx);
@@ -307,10 +394,18 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         if (st == AT_OK) stored(ctx, "devices", dkey, NULL, NULL, &drec);
         free(dkey);
         int nthreads = at_compile_threads(ctx);
-        dev.ev = (at_evaluator){device_submit, device_next, (size_t)nthreads * 2, ctx->info.is_cpu};
+        dev.ev = (at_evaluator){.submit = device_submit,
+                                .next = device_next,
+                                .lookahead = (size_t)nthreads * 2,
+                                .batch = ctx->info.is_cpu};
         dev.queue = calloc(dev.ev.lookahead, sizeof *dev.queue);
         if (st == AT_OK && !dev.queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
         if (st == AT_OK) st = at_runner_open(&dev.runner, ctx, p, opts->cancel);
+        /* The per-run limits: absolute (at least three times the estimated run), and relative
+         * to the best so far. */
+        dev.runner.run_limit_ms = opts->run_limit_s > 0 ? opts->run_limit_s * 1e3
+                                                        : fmax(AT_RUN_LIMIT_MS, 3.0 * run_s * 1e3);
+        dev.runner.slowdown = opts->slowdown_limit == 0 ? AT_SLOWDOWN : opts->slowdown_limit;
         if (st == AT_OK) st = at_pool_start(ctx, t->source, s->kernel, nthreads, &dev.pool);
     }
     at_search_space ss = {n, np, idx, nvalues, valp};
@@ -326,10 +421,18 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     if (st == AT_OK) st = at_search_create(&ss, &so, &search);
     free(first);
     at_loop loop = {0};
-    if (st == AT_OK) st = at_tune_loop(search, ev, opts, &loop);
+    at_loop_env env = {.t0 = t_start,
+                       .budget_s = opts->replay_db ? 0 : opts->max_seconds,
+                       .estimate_s = rep->estimate_s,
+                       .flops = p->op->flops(p->data),
+                       .problem = pkey,
+                       .space = s,
+                       .configs = configs};
+    if (st == AT_OK) st = at_tune_loop(search, ev, opts, &env, &loop);
     /* A failed write stopped the run: nothing more is written, its message stays the one. */
     if (st == AT_OK && dev.best_prog && loop.have_best)
         at_binary_store(ctx, t->source, dev.best_options, dev.best_prog);
+    rep->slow_stopped = dev.runner.slow_stopped;
     if (!opts->replay_db) device_close(&dev);
 
     if (st == AT_OK && !loop.have_best && !loop.cancelled)
@@ -373,6 +476,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     if (rep->seeds > loop.evaluated) rep->seeds = loop.evaluated; /* proposed first: tried */
     rep->measured = dev.measured;
     rep->failed = loop.failed;
+    rep->budget_stopped = loop.budget_stopped;
     if (st == AT_OK && loop.cancelled)
         st = at_fail(AT_ERR_INTERRUPTED,
                      "interrupted after %lld candidates; measurements are saved "
