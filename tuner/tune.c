@@ -477,6 +477,8 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     rep->measured = dev.measured;
     rep->failed = loop.failed;
     rep->budget_stopped = loop.budget_stopped;
+    if (st == AT_ERR_INTERRUPTED && !loop.cancelled) /* while the device half was set up */
+        st = at_fail(AT_ERR_INTERRUPTED, "interrupted before any candidate was measured");
     if (st == AT_OK && loop.cancelled)
         st = at_fail(AT_ERR_INTERRUPTED,
                      "interrupted after %lld candidates; measurements are saved "
