@@ -296,11 +296,12 @@ static void device_close(device_eval *d)
 static double nominal_gflops(const at_device_info *info) { return info->is_cpu ? 50.0 : 10000.0; }
 
 /* The up-front estimate of one candidate's seconds: its checked run and its timed repetitions
- * (at least 3, at least 0.1 s of them; tuner/worker.c) at the device's nominal rate. */
+ * (at least 3 and 0.1 s of them; one for a run of a second or more: tuner/worker.c) at the
+ * device's nominal rate. */
 static double estimate_candidate(const at_problem *p, const at_device_info *info, double *run_s)
 {
     *run_s = p->op->flops(p->data) / (nominal_gflops(info) * 1e9);
-    return *run_s + fmax(3.0 * *run_s, 0.1);
+    return *run_s + (*run_s >= 1.0 ? *run_s : fmax(3.0 * *run_s, 0.1));
 }
 
 static int index_of(const int64_t *configs, size_t n, const int64_t *cfg, size_t np)

@@ -147,6 +147,18 @@ static const char *const *prefer_names(void) { return g_prefer; }
         OPT("quiet", OPT_FLAG, quiet)                                                              \
     }
 
+/* The help of RUN_OPTS, for the operations and `tune`. */
+#define RUN_HELP                                                                                   \
+    "  --run-limit SECONDS   stop a candidate whose run takes longer (default 20, or three "       \
+    "times\n"                                                                                      \
+    "                        the estimated run when more); recorded as a timeout\n"                \
+    "  --slowdown-limit R    stop a candidate whose run takes more than R times the best so far\n" \
+    "                        (default 10; 0: off); recorded as a timeout, not retried on resume\n" \
+    "                        unless --force\n"                                                     \
+    "  --progress auto|always|never   on a terminal a live line; elsewhere a plain line every\n"   \
+    "                        5 s (always: after every candidate) (default auto)\n"                 \
+    "  --quiet               print nothing on stderr but errors (no progress, no warning)\n"
+
 /* The descriptions of an operation's fields (n of them, at most MAX_FIELDS). */
 typedef struct op_fields {
     const char *op;
@@ -545,7 +557,8 @@ static void print_op_help(const op_fields *f)
         "  --strategy NAME       %s:\n"
         "                        a cost model refined online by a random forest; docs/search.md)\n"
         "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
-        "                        the whole space)\n"
+        "                        the whole space); with seconds, a candidate is not started\n"
+        "                        when what is left cannot cover it (the first always is)\n"
         "  --seed S              seed of the search strategy (default 1)\n"
         "  --no-improve N        stop after N evaluations without a better time\n"
         "  --replay DB           answer every candidate from DB's recorded results for this\n"
@@ -562,9 +575,11 @@ static void print_op_help(const op_fields *f)
         "                        $AUTOTUNE_SHIPPED_DB; docs/shipping.md); prints the source, the\n"
         "                        database and the device the entry came from\n"
         "  --json                print one JSON object on stdout (also after an interrupt, with\n"
-        "                        \"complete\":false and exit status 1); a cache hit reports the\n"
-        "                        space size recorded when it was tuned, none for older records\n"
-        "\n"
+        "                        \"complete\":false and exit status 1, and \"best\":null when\n"
+        "                        nothing was measured yet); a cache hit reports the space size\n"
+        "                        recorded when it was tuned, none for older records; a tuning run\n"
+        "                        adds \"budget\" {seconds, used, overrun, next_would_not_fit} and\n"
+        "                        \"estimate\" {candidate_seconds, covers}\n" RUN_HELP "\n"
         "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n",
         strategies);
 }
@@ -787,6 +802,7 @@ static const char TUNE_HELP[] =
     "usage: autotune tune --shapes FILE [--budget N|Ns] [--total-budget N|Ns] [--shard I/N]\n"
     "                     [--dry-run] [--json] [--db PATH] [--backend B] [--device I]\n"
     "                     [--template NAME] [--strategy NAME] [--seed S] [--no-improve N]\n"
+    "                     [--run-limit S] [--slowdown-limit R] [--progress M] [--quiet]\n"
     "\n"
     "Tunes every problem of a shape list into the database, in list order. A problem already\n"
     "tuned is a cache hit (nothing measured), so a list run again after an interrupt resumes\n"
@@ -809,11 +825,13 @@ static const char TUNE_HELP[] =
     "  --dry-run            print the problems' keys (after --shard), one a line, and exit\n"
     "  --json               one JSON object on stdout: device, problems [{index, key, problem,\n"
     "                       status (ok|failed|interrupted|skipped|pending), cache (hit|miss),\n"
-    "                       best {config, time_us, gflops}, evaluated, measured, seconds, "
-    "error}],\n"
-    "                       complete\n"
-    "  --db, --backend, --device, --template, --strategy, --seed, --no-improve\n"
+    "                       best {config, time_us, gflops} (null when none), evaluated,\n"
+    "                       measured, seconds, budget, estimate, error}], complete; printed\n"
+    "                       also after an interrupt\n"
+    "  --db, --backend, --device, --template, --strategy, --seed, --no-improve, --run-limit,\n"
+    "  --slowdown-limit, --progress\n"
     "                       as for `autotune gemm --help`\n"
+    "  --quiet              print nothing on stderr but errors (not the problems' lines either)\n"
     "\n"
     "Under MPI, `mpirun -n R autotune tune --shapes FILE` spreads the problems over R ranks:\n"
     "rank 0 hands them out as ranks ask, tunes too, and is the only one writing the database;\n"
