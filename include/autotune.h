@@ -155,7 +155,10 @@ typedef struct at_tune_progress {
     const char *config;  /* the candidate just evaluated ("" before the first) */
     const char *status;  /* its outcome ("ok", "timeout", ...; "" before the first) */
     double time_us;      /* its time (0 when it failed) */
-    int64_t reserved[8];
+    /* Before the first: the key of the smaller problem candidates are timed on, the best few
+     * then confirmed on the problem (docs/search.md); "" when none. */
+    const char *proxy;
+    int64_t reserved[7];
 } at_tune_progress;
 
 typedef struct at_tune_options {
@@ -191,7 +194,9 @@ typedef struct at_tune_options {
     double slowdown_limit;
     /* Called as progress is, with more detail (may be NULL; progress_user is its user). */
     void (*on_candidate)(void *user, const at_tune_progress *p);
-    void *reserved[5]; /* zero */
+    /* 1: time every candidate on the problem itself, never on a proxy (docs/search.md). */
+    int no_proxy;
+    void *reserved[4]; /* zero */
 } at_tune_options;
 
 typedef struct at_tune_report {
@@ -218,7 +223,13 @@ typedef struct at_tune_report {
     double estimate_s;      /* the up-front estimate of one candidate's seconds (0: none made) */
     int64_t budget_stopped; /* 1: stopped because the next candidate would not fit the budget */
     int64_t slow_stopped;   /* candidates stopped at the slowdown limit */
-    int64_t reserved[10];
+    /* A problem too big for its budget: the proxy candidates were timed on (its own results and
+     * best in the database), how many were, and how many of its best were confirmed on the
+     * problem itself (the rest of the report is the confirmation's); "" and 0 when none. */
+    char proxy_problem[48];
+    int64_t proxy_evaluated;
+    int64_t proxy_confirmed;
+    int64_t reserved[2];
 } at_tune_report;
 
 /* ---- context ---------------------------------------------------------------------------- */

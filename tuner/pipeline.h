@@ -165,6 +165,8 @@ typedef struct at_loop_env {
     const int64_t *configs;
 } at_loop_env;
 
+#define AT_LOOP_TOP 3 /* the best configs a run keeps: a proxy's, confirmed on the problem */
+
 /* What a run found. */
 typedef struct at_loop {
     int64_t evaluated, failed;
@@ -173,7 +175,10 @@ typedef struct at_loop {
     at_result_rec best_rec;
     char first_failure[512];
     int cancelled;
-    int budget_stopped; /* the next candidate would not have fitted the seconds budget */
+    int budget_stopped;      /* the next candidate would not have fitted the seconds budget */
+    size_t top[AT_LOOP_TOP]; /* the best configs, fastest first */
+    double top_us[AT_LOOP_TOP];
+    size_t ntop;
     double *measured_s; /* seconds each measured candidate took (malloc'd) */
     size_t nmeasured_s;
     size_t ntrajectory; /* evaluations and config at each improvement (malloc'd) */

@@ -44,7 +44,14 @@ static at_status account(at_loop *l, at_search *s, size_t c, const at_result_rec
         if (!l->first_failure[0])
             snprintf(l->first_failure, sizeof l->first_failure, "%s: %s",
                      at_result_status_name(rec->status), rec->reason);
-    } else if (!l->have_best || rec->median_us < l->best_rec.median_us) {
+    } else {
+        /* The fastest few, for a proxy's confirmation. */
+        size_t i = l->ntop < AT_LOOP_TOP ? l->ntop++ : AT_LOOP_TOP;
+        for (; i > 0 && rec->median_us < l->top_us[i - 1]; i--)
+            if (i < AT_LOOP_TOP) l->top[i] = l->top[i - 1], l->top_us[i] = l->top_us[i - 1];
+        if (i < AT_LOOP_TOP) l->top[i] = c, l->top_us[i] = rec->median_us;
+    }
+    if (rec->status == AT_RS_OK && (!l->have_best || rec->median_us < l->best_rec.median_us)) {
         l->have_best = 1;
         l->best = c;
         l->best_rec = *rec;
@@ -71,13 +78,13 @@ at_search_options at_search_options_of(const at_tune_options *opts)
     return so;
 }
 
-/* Tells the progress hooks of the outcome of config c (rec; NULL before the first). */
+/* Tells the progress hooks of the outcome of config c. */
 static void report_progress(const at_tune_options *opts, const at_loop_env *env, const at_loop *l,
                             double t0, size_t c, const at_result_rec *rec)
 {
     double elapsed = at_now() - t0, eta = 0;
     double best_us = l->have_best ? l->best_rec.median_us : 0;
-    if (opts->progress && rec) {
+    if (opts->progress) {
         if (opts->max_evals > 0 && l->evaluated < opts->max_evals)
             eta = elapsed / (double)l->evaluated * (double)(opts->max_evals - l->evaluated);
         if (opts->max_seconds > 0 && (eta == 0 || opts->max_seconds - elapsed < eta))
@@ -86,7 +93,7 @@ static void report_progress(const at_tune_options *opts, const at_loop_env *env,
     }
     if (!opts->on_candidate) return;
     char config[512] = "";
-    if (rec && env && env->space && env->configs)
+    if (env && env->space && env->configs)
         at_config_format(env->space, env->configs + c * env->space->nparams, config, sizeof config);
     double flops = env ? env->flops : 0;
     at_tune_progress p = {.done = l->evaluated,
@@ -111,7 +118,6 @@ at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opt
     double budget = env ? env->budget_s : 0;
     size_t queued = 0;
     at_status st = AT_OK;
-    report_progress(opts, env, l, t0, 0, NULL);
     while (st == AT_OK) {
         if (opts->cancel && *opts->cancel) {
             l->cancelled = 1;
@@ -311,9 +317,18 @@ static int index_of(const int64_t *configs, size_t n, const int64_t *cfg, size_t
     return -1;
 }
 
-at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
-                           const at_tune_options *opts, at_tune_report *rep, char *best_config,
-                           size_t best_len)
+/* The fastest configs of a run, as text. */
+typedef struct top_configs {
+    char config[AT_LOOP_TOP][512];
+    size_t n;
+} top_configs;
+
+/* Tunes p with t: the search over t's space, or when nonly > 0, exactly the configs only
+ * (nonly of them, t's parameters each: a proxy's best, confirmed), those valid here. The
+ * fastest few go to top when it is not NULL. */
+static at_status tune_one(at_context *ctx, at_template *t, const at_problem *p,
+                          const at_tune_options *opts, const int64_t *only, size_t nonly,
+                          top_configs *top, at_tune_report *rep, char *best_config, size_t best_len)
 {
     at_space *s = t->space;
     const size_t np = s->nparams;
@@ -341,10 +356,13 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
      * defaults: known-good points give the early-stop rule a bar. */
     enum { MAX_SEEDS = 16 };
     int64_t seeds[MAX_SEEDS * AT_MAX_PARAMS];
-    size_t nseeds = opts->replay_db ? 0 : at_seed_configs(ctx, t, p, seeds, MAX_SEEDS);
-    size_t *first = calloc(nseeds + s->ndefaults + 1, sizeof *first), nfirst = 0;
-    for (size_t d = 0; first && d < nseeds + s->ndefaults; d++) {
-        const int64_t *cfg = d < nseeds ? seeds + d * np : s->defaults + (d - nseeds) * np;
+    size_t nseeds = opts->replay_db || nonly ? 0 : at_seed_configs(ctx, t, p, seeds, MAX_SEEDS);
+    const size_t nsrc = nonly ? nonly : nseeds + s->ndefaults;
+    size_t *first = calloc(nsrc + 1, sizeof *first), nfirst = 0;
+    for (size_t d = 0; first && d < nsrc; d++) {
+        const int64_t *cfg = nonly        ? only + d * np
+                             : d < nseeds ? seeds + d * np
+                                          : s->defaults + (d - nseeds) * np;
         int i = index_of(configs, n, cfg, np), dup = 0;
         for (size_t j = 0; j < nfirst && !dup; j++) dup = first[j] == (size_t)i;
         if (i >= 0 && !dup) first[nfirst++] = (size_t)i;
@@ -413,6 +431,11 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     at_search_options so = at_search_options_of(opts);
     so.first = first;
     so.nfirst = nfirst;
+    if (nonly) so.max_evals = (int64_t)nfirst; /* those and no other */
+    if (st == AT_OK && nonly && nfirst == 0)
+        st = at_fail(AT_ERR_NO_VALID_CONFIG,
+                     "none of the %zu configs to confirm is valid for %s on %s", nonly, pkey,
+                     ctx->info.name);
     so.prior = prior;
     if (opts->replay_db) { /* a seconds budget counts the recorded seconds */
         so.clock = at_replay_clock;
@@ -467,6 +490,9 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
             free(key);
         }
     }
+    for (size_t i = 0; top && i < loop.ntop; i++)
+        at_config_format(s, configs + loop.top[i] * np, top->config[i], sizeof top->config[i]);
+    if (top) top->n = loop.ntop;
     at_search_free(search);
     at_recording_free(recording);
     free(map);
@@ -486,5 +512,87 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
                      "and the next run resumes",
                      (long long)loop.evaluated);
     at_loop_clear(&loop);
+    return st;
+}
+
+/* Tells the progress hook before the first candidate: the problem, the budget, the estimate of
+ * one candidate, and the proxy candidates are timed on ("" when none). */
+static void announce(const at_tune_options *opts, const char *problem, double estimate_s,
+                     const char *proxy)
+{
+    if (!opts->on_candidate) return;
+    at_tune_progress p = {.budget = opts->max_evals,
+                          .budget_s = opts->max_seconds,
+                          .estimate_s = estimate_s,
+                          .problem = problem,
+                          .config = "",
+                          .status = "",
+                          .proxy = proxy};
+    opts->on_candidate(opts->progress_user, &p);
+}
+
+/* A proxy is used when the budget covers fewer candidates of the problem than this ... */
+#define PROXY_BELOW 8.0
+/* ... and then gets the budget less what confirming its best takes (at most half), with one
+ * proxy candidate sized to a sixteenth of its share. */
+#define PROXY_COVERS 16.0
+
+at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
+                           const at_tune_options *opts, at_tune_report *rep, char *best_config,
+                           size_t best_len)
+{
+    char key[256], pkey[256] = "";
+    p->op->key(p->data, key, sizeof key);
+    double run_s = 0, est = opts->replay_db ? 0 : estimate_candidate(p, &ctx->info, &run_s);
+    const double budget = opts->max_seconds, t0 = at_now();
+    double reserve = fmin(AT_LOOP_TOP * est, budget / 2);
+    int proxied = !opts->replay_db && !opts->no_proxy && p->op->proxy && budget > 0 &&
+                  est * PROXY_BELOW > budget &&
+                  p->op->proxy(p->data, t->space, (budget - reserve) / PROXY_COVERS / est, pkey,
+                               sizeof pkey) == AT_OK;
+    at_errclear(); /* no proxy is no failure */
+    announce(opts, key, est, proxied ? pkey : "");
+    if (!proxied) return tune_one(ctx, t, p, opts, NULL, 0, NULL, rep, best_config, best_len);
+
+    /* The proxy: its own problem (its results and best are real ones, under its own key), its
+     * own template bound to it, the budget less the confirmation's reserve. */
+    at_problem *pp = NULL, *rp = NULL;
+    at_template *tp = NULL;
+    at_tune_report prep = {0};
+    top_configs top = {0};
+    char pbest[512];
+    at_tune_options po = *opts;
+    po.max_seconds = budget - reserve;
+    at_status st = at_problem_from_key(pkey, &pp);
+    if (st == AT_OK && !(rp = at_problem_resolve(pp)))
+        st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (st == AT_OK) st = at_template_for(rp, &ctx->info, t->name, &tp);
+    if (st == AT_OK) st = tune_one(ctx, tp, rp, &po, NULL, 0, &top, &prep, pbest, sizeof pbest);
+    snprintf(rep->proxy_problem, sizeof rep->proxy_problem, "%s", pkey);
+    rep->proxy_evaluated = prep.evaluated;
+
+    /* Its best few, confirmed (checked and timed) on the problem itself in what is left. */
+    int64_t only[AT_LOOP_TOP * AT_MAX_PARAMS];
+    size_t nonly = 0;
+    for (size_t i = 0; st == AT_OK && i < top.n; i++)
+        if (at_config_parse(t->space, top.config[i], only + nonly * t->space->nparams) == AT_OK)
+            nonly++;
+    at_errclear();
+    if (st == AT_OK && nonly == 0)
+        st = at_fail(AT_ERR_NO_VALID_CONFIG, "no candidate of the proxy %s succeeded", pkey);
+    if (st == AT_OK) {
+        at_tune_options co = *opts;
+        co.max_seconds = fmax(budget - (at_now() - t0), 1e-3); /* the first is measured */
+        co.max_evals = 0;
+        st = tune_one(ctx, t, p, &co, only, nonly, NULL, rep, best_config, best_len);
+        rep->proxy_confirmed = rep->evaluated;
+    } else {
+        rep->measured = prep.measured; /* what an interrupt leaves: the proxy's work */
+    }
+    rep->budget_s = budget;
+    rep->estimate_s = est;
+    at_template_free(tp);
+    at_problem_destroy(rp);
+    at_problem_destroy(pp);
     return st;
 }

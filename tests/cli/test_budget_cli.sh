@@ -32,12 +32,14 @@ reject 2 "--slowdown-limit 'nan'" -- tune --shapes "$here/tiny-gemms.yaml" --slo
 
 # ---- a budget that covers few candidates ----------------------------------------------------------
 # One run of 1024x1024x2048 is ~0.1 s here (~0.4 s a candidate with its timed repetitions):
-# 2 s cover a few. The run ends within the budget plus about one candidate (a generous margin for
-# a loaded machine) and no candidate starts once the next would not fit.
-"$AT" gemm --m 1024 --n 1024 --k 2048 --budget 2s --db "$db" --json >"$work/out.json" 2>"$work/err"
+# 2 s cover a few. Timed on the problem itself (--no-proxy), the run ends within the budget plus
+# about one candidate (a generous margin for a loaded machine) and no candidate starts once the
+# next would not fit.
+big=(gemm --m 1024 --n 1024 --k 2048 --budget 2s --json)
+"$AT" "${big[@]}" --no-proxy --db "$db" >"$work/out.json" 2>"$work/err"
 rc=$?
-[ "$rc" -eq 0 ] && json 'd["complete"] and d["best"] is not None and d["best"]["max_rel_error"] < 1e-3' |
-  grep -q True && ok "--budget 2s: a checked, measured best" || bad "budget run: rc $rc $(cat "$work/out.json" "$work/err")"
+[ "$rc" -eq 0 ] && json 'd["complete"] and d["best"] is not None and d["best"]["max_rel_error"] < 1e-3 and "proxy" not in d' |
+  grep -q True && ok "--budget 2s --no-proxy: a checked, measured best" || bad "budget run: rc $rc $(cat "$work/out.json" "$work/err")"
 json 'd["budget"]["seconds"] == 2 and d["budget"]["next_would_not_fit"] and d["budget"]["used"] == d["seconds"]' |
   grep -q True && ok "the JSON's budget: 2 s, stopped because the next candidate would not fit" ||
   bad "budget fields: $(cat "$work/out.json")"
@@ -47,9 +49,29 @@ json 'd["budget"]["overrun"] <= 3 and abs(d["budget"]["overrun"] - max(0, d["sec
 json '1 <= d["candidates"]["measured"] < 40 and d["estimate"]["candidate_seconds"] > 0' | grep -q True &&
   ok "$(json 'd["candidates"]["measured"]') candidates measured, an estimate in the JSON" ||
   bad "counts: $(cat "$work/out.json")"
-grep -q "warning: one candidate of gemm/f32/nn/1024x1024x2048 takes ~.* the 2 s budget covers about" "$work/err" &&
+grep -q "warning: one candidate of gemm/f32/nn/1024x1024x2048 takes ~.* the 2 s budget covers about [0-7]$" "$work/err" &&
   ok "the up-front warning: the budget covers few candidates" || bad "no warning: $(cat "$work/err")"
-expect 0 "wall time .* of a 2 s budget" -- gemm --m 1024 --n 1024 --k 2048 --budget 2s --db "$db" --force --quiet
+expect 0 "wall time .* of a 2 s budget" -- gemm --m 1024 --n 1024 --k 2048 --budget 2s --db "$db" --force --quiet --no-proxy
+
+# By default the candidates are timed on a proxy (a slice of K, a multiple of the largest BK:
+# 32 here), its own problem with its own results and best, and its best confirmed here.
+"$AT" "${big[@]}" --db "$db/proxy" >"$work/out.json" 2>"$work/err"
+rc=$?
+[ "$rc" -eq 0 ] && json 'd["complete"] and d["best"] is not None and d["proxy"]["evaluated"] >= 1 and 1 <= d["proxy"]["confirmed"] <= 3 and d["candidates"]["evaluated"] == d["proxy"]["confirmed"]' |
+  grep -q True && ok "the proxy: $(json 'd["proxy"]')" || bad "proxy run: rc $rc $(cat "$work/out.json" "$work/err")"
+pkey=$(json 'd["proxy"]["problem"]')
+python3 -c "import sys; k = int('$pkey'.split('x')[-1]); sys.exit(0 if '$pkey'.startswith('gemm/f32/nn/1024x1024x') and k % 32 == 0 and 32 <= k <= 1024 else 1)" &&
+  ok "the proxy slices K to a multiple of the largest BK ($pkey)" || bad "proxy key $pkey"
+json 'd["budget"]["overrun"] <= 3' | grep -q True && ok "the proxy's run within the budget plus a candidate" ||
+  bad "proxy overrun: $(cat "$work/out.json")"
+best=$(json 'd["best"]["config"]')
+"$AT" db show "$pkey" --db "$db/proxy" | grep -A1 "|$(re "$best")\$" | grep -q 'status=ok' &&
+  "$AT" db list --table best --db "$db/proxy" | grep -q "^$(re "$pkey")|" &&
+  ok "the best is one of the proxy's, which has its own results and best entry" ||
+  bad "proxy records: $("$AT" db list --db "$db/proxy" | head)"
+grep -q "candidates are timed on $(re "$pkey"), the best few confirmed here" "$work/err" &&
+  ok "the warning names the proxy" || bad "proxy warning: $(cat "$work/err")"
+reject 2 "no-tune" -- gemm --m 8 --n 8 --k 8 --no-tune --no-proxy --db "$db"
 
 # ---- progress off a terminal, --progress never, --quiet -------------------------------------------
 "$AT" gemm --m 64 --n 64 --k 64 --budget 3 --db "$db" --progress always >/dev/null 2>"$work/err"

@@ -82,7 +82,7 @@ typedef struct opts {
     int dry_run;
     double run_limit, slowdown_limit; /* --run-limit, --slowdown-limit; -1: not given */
     const char *progress;             /* auto | always | never */
-    int quiet;
+    int quiet, no_proxy;
 } opts;
 
 typedef enum {
@@ -142,7 +142,7 @@ static const char *const *prefer_names(void) { return g_prefer; }
 #define RUN_OPTS                                                                                   \
     {OPT("run-limit", OPT_REAL, run_limit), .lo = 0, .hi = 1000000000, .secs = 1},                 \
         {OPT("slowdown-limit", OPT_REAL, slowdown_limit), .lo = 0, .hi = 1000000},                 \
-        {OPT_NAMES("progress", progress, progress_names)},                                         \
+        {OPT_NAMES("progress", progress, progress_names)}, {OPT("no-proxy", OPT_FLAG, no_proxy)},  \
     {                                                                                              \
         OPT("quiet", OPT_FLAG, quiet)                                                              \
     }
@@ -157,7 +157,10 @@ static const char *const *prefer_names(void) { return g_prefer; }
     "                        unless --force\n"                                                     \
     "  --progress auto|always|never   on a terminal a live line; elsewhere a plain line every\n"   \
     "                        5 s (always: after every candidate) (default auto)\n"                 \
-    "  --quiet               print nothing on stderr but errors (no progress, no warning)\n"
+    "  --quiet               print nothing on stderr but errors (no progress, no warning)\n"       \
+    "  --no-proxy            time every candidate on the problem itself, also when the budget\n"   \
+    "                        covers fewer than 8 (by default they are timed on a smaller proxy,\n" \
+    "                        for GEMM a slice of K, and the best 3 confirmed here)\n"
 
 /* The descriptions of an operation's fields (n of them, at most MAX_FIELDS). */
 typedef struct op_fields {
@@ -619,12 +622,15 @@ static void on_candidate(void *user, const at_tune_progress *p)
     progress_state *ps = user;
     if (p->done == 0) { /* the up-front estimate */
         if (!ps->quiet && p->budget_s > 0 && p->estimate_s > 0 && p->budget_s < 8 * p->estimate_s)
-            fprintf(
-                stderr,
-                "%s: warning: one candidate of %s takes ~%.3g s here (estimated); the %.0f s "
-                "budget covers about %.0f%s\n",
-                g_cmd, p->problem, p->estimate_s, p->budget_s, floor(p->budget_s / p->estimate_s),
-                p->budget_s < p->estimate_s ? " (the first is measured whatever it takes)" : "");
+            fprintf(stderr,
+                    "%s: warning: one candidate of %s takes ~%.3g s here (estimated); the %.0f s "
+                    "budget covers about %.0f%s%s%s\n",
+                    g_cmd, p->problem, p->estimate_s, p->budget_s,
+                    floor(p->budget_s / p->estimate_s),
+                    p->proxy[0] ? ": candidates are timed on " : "", p->proxy,
+                    p->proxy[0]                   ? ", the best few confirmed here"
+                    : p->budget_s < p->estimate_s ? " (the first is measured whatever it takes)"
+                                                  : "");
         return;
     }
     char of[64] = "", best[96] = "no best yet";
@@ -657,6 +663,7 @@ static void run_from_opts(const opts *o, progress_state *ps, at_tune_options *to
                                                   : o->slowdown_limit;
     to->on_candidate = on_candidate;
     to->progress_user = ps;
+    to->no_proxy = o->no_proxy;
 }
 
 /* The JSON of a run's budget and estimate (cJSON object j), when it had them. */
@@ -668,6 +675,12 @@ static void budget_json(cJSON *j, const at_tune_report *r)
         add_number(b, "used", "%.3f", r->seconds);
         add_number(b, "overrun", "%.3f", r->overrun_s);
         cJSON_AddBoolToObject(b, "next_would_not_fit", r->budget_stopped != 0);
+    }
+    if (r->proxy_problem[0]) {
+        cJSON *x = cJSON_AddObjectToObject(j, "proxy");
+        cJSON_AddStringToObject(x, "problem", r->proxy_problem);
+        cJSON_AddNumberToObject(x, "evaluated", (double)r->proxy_evaluated);
+        cJSON_AddNumberToObject(x, "confirmed", (double)r->proxy_confirmed);
     }
     if (r->estimate_s > 0) {
         cJSON *e = cJSON_AddObjectToObject(j, "estimate");
@@ -703,8 +716,9 @@ static int cmd_op(const char *op, int argc, char **argv)
     at_context *ctx = NULL;
     at_context_options co;
     search_from_opts(&o, &to);
-    if (o.no_tune && (o.force || o.replay || o.strategy || o.budget.evals || o.budget.seconds ||
-                      o.no_improve || o.tmpl || o.run_limit > 0 || o.slowdown_limit >= 0))
+    if (o.no_tune &&
+        (o.force || o.replay || o.strategy || o.budget.evals || o.budget.seconds || o.no_improve ||
+         o.tmpl || o.run_limit > 0 || o.slowdown_limit >= 0 || o.no_proxy))
         return usage_error("--no-tune answers from the databases: it takes no tuning option");
     if ((rc = problem_from_opts(&o, &f, 0, &p, &co)) || (rc = open_context(&co, &ctx))) goto done;
     if (o.no_tune) {
@@ -783,6 +797,10 @@ static int cmd_op(const char *op, int argc, char **argv)
             printf("  stopped     %" PRId64 " candidate%s at the slowdown limit (recorded as "
                    "timeouts)\n",
                    rep.slow_stopped, rep.slow_stopped == 1 ? "" : "s");
+        if (rep.proxy_problem[0])
+            printf("  proxy       %" PRId64 " candidates timed on %s, %" PRId64
+                   " of its best confirmed here\n",
+                   rep.proxy_evaluated, rep.proxy_problem, rep.proxy_confirmed);
         if (!rep.cache_hit && rep.estimate_s > 0)
             printf("  estimate    ~%.3g s per candidate before any was measured\n", rep.estimate_s);
         printf("  wall time   %.2f s", rep.seconds);
@@ -803,6 +821,7 @@ static const char TUNE_HELP[] =
     "                     [--dry-run] [--json] [--db PATH] [--backend B] [--device I]\n"
     "                     [--template NAME] [--strategy NAME] [--seed S] [--no-improve N]\n"
     "                     [--run-limit S] [--slowdown-limit R] [--progress M] [--quiet]\n"
+    "                     [--no-proxy]\n"
     "\n"
     "Tunes every problem of a shape list into the database, in list order. A problem already\n"
     "tuned is a cache hit (nothing measured), so a list run again after an interrupt resumes\n"
@@ -829,7 +848,7 @@ static const char TUNE_HELP[] =
     "                       measured, seconds, budget, estimate, error}], complete; printed\n"
     "                       also after an interrupt\n"
     "  --db, --backend, --device, --template, --strategy, --seed, --no-improve, --run-limit,\n"
-    "  --slowdown-limit, --progress\n"
+    "  --slowdown-limit, --progress, --no-proxy\n"
     "                       as for `autotune gemm --help`\n"
     "  --quiet              print nothing on stderr but errors (not the problems' lines either)\n"
     "\n"
