@@ -49,4 +49,7 @@ int at_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
  * 0 on success, -1 otherwise. */
 int at_parse_real(const char *s, double *out);
 
+/* qsort's comparison of two doubles, ascending. */
+int at_cmp_double(const void *a, const void *b);
+
 #endif

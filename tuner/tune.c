@@ -18,19 +18,13 @@ void at_loop_clear(at_loop *l)
     memset(l, 0, sizeof *l);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double at_loop_expect(const at_loop *l, const at_loop_env *env)
 {
     if (l->nmeasured_s == 0) return env ? env->estimate_s : 0;
     double v[64]; /* the median of the last 64 is plenty */
     size_t n = l->nmeasured_s < 64 ? l->nmeasured_s : 64;
     memcpy(v, l->measured_s + (l->nmeasured_s - n), n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, at_cmp_double);
     return v[n / 2];
 }
 
@@ -105,8 +99,9 @@ static void report_progress(const at_tune_options *opts, const at_loop_env *env,
                           .estimate_s = at_loop_expect(l, env),
                           .problem = env && env->problem ? env->problem : "",
                           .config = config,
-                          .status = rec ? at_result_status_name(rec->status) : "",
-                          .time_us = rec && rec->status == AT_RS_OK ? rec->median_us : 0};
+                          .status = at_result_status_name(rec->status),
+                          .time_us = rec->status == AT_RS_OK ? rec->median_us : 0,
+                          .proxy = ""};
     opts->on_candidate(opts->progress_user, &p);
 }
 
@@ -584,6 +579,12 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         at_tune_options co = *opts;
         co.max_seconds = fmax(budget - (at_now() - t0), 1e-3); /* the first is measured */
         co.max_evals = 0;
+        /* A run of the full problem may be slower per flop than the proxy's (its operands no
+         * longer fit the caches): the absolute limit allows ten times the proxy's best scaled
+         * to the full work. */
+        double scaled_s = prep.best_time_us / 1e6 * p->op->flops(p->data) / rp->op->flops(rp->data);
+        if (co.run_limit_s <= 0)
+            co.run_limit_s = fmax(fmax(AT_RUN_LIMIT_MS / 1e3, 3 * run_s), 10 * scaled_s);
         st = tune_one(ctx, t, p, &co, only, nonly, NULL, rep, best_config, best_len);
         rep->proxy_confirmed = rep->evaluated;
     } else {

@@ -262,12 +262,6 @@ static void dev_run(devside *d, const request *rq, reply *rp)
     d->have_run = 1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Times the candidate of the last run: its checked run was the warm-up. */
 static void dev_time(devside *d, double first_ms, double best_us, reply *rp)
 {
@@ -301,7 +295,7 @@ static void dev_time(devside *d, double first_ms, double best_us, reply *rp)
         if (ms < min) min = ms;
         if (best_us > 0 && n >= 2 && min * 1e3 > EARLY_STOP * best_us) rec->early_stop = 1;
     }
-    qsort(times, (size_t)n, sizeof times[0], cmp_double);
+    qsort(times, (size_t)n, sizeof times[0], at_cmp_double);
     rec->reps = n;
     rec->median_us = times[n / 2] * 1e3;
     rec->min_us = times[0] * 1e3;
