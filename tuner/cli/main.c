@@ -999,6 +999,7 @@ static void list_tune(void *user, at_context *ctx, size_t i, int64_t max_evals, 
 {
     tune_list *l = user;
     progress_state ps = progress_of(l->o, l->tty);
+    ps.last = at_now(); /* each problem has its line: a plain one only for a problem past 5 s */
     at_tune_options to = l->base;
     run_from_opts(l->o, &ps, &to);
     to.max_evals = max_evals;
