@@ -149,3 +149,9 @@ int at_parse_real(const char *s, double *out)
     *out = v;
     return 0;
 }
+
+int at_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}

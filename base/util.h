@@ -53,4 +53,7 @@ int at_parse_real(const char *s, double *out);
  * the other; 0 on success, -1 otherwise. */
 int at_parse_budget(const char *s, int64_t *evals, double *seconds);
 
+/* qsort's comparison of two doubles, ascending. */
+int at_cmp_double(const void *a, const void *b);
+
 #endif

@@ -174,6 +174,29 @@ typedef struct at_attention_problem {
 #define AT_GET_ALLOW_TUNE  1u
 #define AT_GET_NO_FALLBACK 2u
 
+/* What a tuning run reports as it goes (at_tune_options.on_candidate): once before the first
+ * candidate (done 0, config "": the up-front estimate), then after each one evaluated. */
+typedef struct at_tune_progress {
+    int64_t done;       /* candidates evaluated so far */
+    int64_t budget;     /* the evaluation budget (0: none) */
+    double best_us;     /* the best time so far (0: none yet) */
+    double best_gflops; /* at the best time (0: none yet) */
+    double elapsed_s;   /* seconds since the run started */
+    double budget_s;    /* the seconds budget (0: none) */
+    /* The seconds one candidate is expected to take (its checked run and timed repetitions):
+     * the median of those measured, before any the up-front estimate (flops at the device's
+     * nominal rate); 0 when unknown. */
+    double estimate_s;
+    const char *problem; /* the problem's database key */
+    const char *config;  /* the candidate just evaluated ("" before the first) */
+    const char *status;  /* its outcome ("ok", "timeout", ...; "" before the first) */
+    double time_us;      /* its time (0 when it failed) */
+    /* Before the first: the key of the smaller problem candidates are timed on, the best few
+     * then confirmed on the problem (docs/search.md); "" when none. */
+    const char *proxy;
+    int64_t reserved[7];
+} at_tune_progress;
+
 typedef struct at_tune_options {
     const char *strategy; /* one of at_tune_strategies(); NULL: the first, the default */
     int64_t max_evals;    /* 0: the default budget (60 s; exhaustive: the whole space) */
@@ -199,7 +222,17 @@ typedef struct at_tune_options {
      * problem on this device is AT_ERR_INVALID_ARG (e.g. falling back from gemm_wgmma to
      * gemm_mma on sm_90a is allowed; gemm_mma on OpenCL is not). */
     const char *template_name;
-    void *reserved[8]; /* zero */
+    /* The absolute limit on one run of a candidate, in seconds; 0: 20 s, or three times the
+     * up-front estimate of one run when that is more. */
+    double run_limit_s;
+    /* A candidate whose run takes more than this many times the best time so far is stopped
+     * and recorded as a timeout (not retried on resume unless force); 0: 10; negative: off. */
+    double slowdown_limit;
+    /* Called as progress is, with more detail (may be NULL; progress_user is its user). */
+    void (*on_candidate)(void *user, const at_tune_progress *p);
+    /* 1: time every candidate on the problem itself, never on a proxy (docs/search.md). */
+    int no_proxy;
+    void *reserved[4]; /* zero */
 } at_tune_options;
 
 typedef struct at_tune_report {
@@ -221,7 +254,18 @@ typedef struct at_tune_report {
     /* configs tried first because a database on the search path has them for this problem: a
      * stale template version's, or another device's of this family (docs/shipping.md) */
     int64_t seeds;
-    int64_t reserved[15];
+    double budget_s;        /* the seconds budget of the run (0: none, or an evaluation budget) */
+    double overrun_s;       /* seconds the run went past budget_s (0: within it) */
+    double estimate_s;      /* the up-front estimate of one candidate's seconds (0: none made) */
+    int64_t budget_stopped; /* 1: stopped because the next candidate would not fit the budget */
+    int64_t slow_stopped;   /* candidates stopped at the slowdown limit */
+    /* A problem too big for its budget: the proxy candidates were timed on (its own results and
+     * best in the database), how many were, and how many of its best were confirmed on the
+     * problem itself (the rest of the report is the confirmation's); "" and 0 when none. */
+    char proxy_problem[48];
+    int64_t proxy_evaluated;
+    int64_t proxy_confirmed;
+    int64_t reserved[2];
 } at_tune_report;
 
 /* ---- context ---------------------------------------------------------------------------- */

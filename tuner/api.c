@@ -847,6 +847,8 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
     at_template_free(t);
     at_problem_destroy(p);
     rep->seconds = at_now() - t0;
+    if (rep->budget_s > 0 && rep->seconds > rep->budget_s)
+        rep->overrun_s = rep->seconds - rep->budget_s;
     return at_ctx_fail(ctx, s);
 }
 

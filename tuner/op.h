@@ -77,6 +77,11 @@ typedef struct at_op {
      * search's prior; NULL or AT_ERR_UNSUPPORTED for none. */
     at_status (*prior)(const void *p, const at_space *s, const at_device_info *d,
                        const int64_t *configs, size_t n, double *out);
+    /* Optional: for a problem too big to time whole within a budget, the database key of a
+     * smaller problem of this operation whose candidates rank like p's (the same tile grid),
+     * with about `fraction` of its work, s being the space bound to p; AT_ERR_UNSUPPORTED when
+     * none is worth it. GEMM: a slice of K, a multiple of the space's largest BK. */
+    at_status (*proxy)(const void *p, const at_space *s, double fraction, char *key, size_t len);
 } at_op;
 
 /* ---- the registry -------------------------------------------------------------------------- */

@@ -105,7 +105,13 @@ typedef struct at_runner {
     size_t bytes[AT_MAX_BUFFERS]; /* device bytes of each buffer */
     float *out[AT_MAX_BUFFERS];   /* buffers read back, as f32 */
     at_link *link;
+    double run_limit_ms;  /* the absolute limit on one run (0: AT_RUN_LIMIT_MS) */
+    double slowdown;      /* a run this many times the best is stopped (<= 0: off) */
+    int64_t slow_stopped; /* candidates stopped so */
 } at_runner;
+
+#define AT_RUN_LIMIT_MS 20000.0 /* the default absolute limit on one run */
+#define AT_SLOWDOWN     10.0    /* the default slowdown limit against the best so far */
 
 /* Checks p's buffers against the device's memory, makes the operation's data and puts it on the
  * device half. cancel: the run's cancel flag (may be NULL). */
@@ -140,7 +146,26 @@ struct at_evaluator {
     at_status (*next)(at_evaluator *e, double best_us, size_t *c, at_result_rec *rec);
     size_t lookahead; /* configs queued at most at once */
     int batch;        /* 1: queue a new batch only when the last one is done (a CPU device) */
+    /* Set by the loop before next: a candidate whose measurement, expected to take expect_s,
+     * would end after deadline (at_now() seconds; 0: none) is not started: next then sets
+     * not_started and leaves rec unused. next sets measure_s to the seconds the outcome took
+     * to measure (0: a record). */
+    double deadline, expect_s, measure_s;
+    int not_started;
 };
+
+/* What the loop tells the progress hooks and uses for the budget (NULL: nothing). */
+typedef struct at_loop_env {
+    double t0;             /* at_now() when the run started: the budget's clock */
+    double budget_s;       /* the seconds budget, checked per candidate (0: none) */
+    double estimate_s;     /* one candidate's seconds before any was measured (0: unknown) */
+    double flops;          /* of one run, for GFLOP/s */
+    const char *problem;   /* the problem's key */
+    const at_space *space; /* with configs: the config strings */
+    const int64_t *configs;
+} at_loop_env;
+
+#define AT_LOOP_TOP 3 /* the best configs a run keeps: a proxy's, confirmed on the problem */
 
 /* What a run found. */
 typedef struct at_loop {
@@ -150,6 +175,12 @@ typedef struct at_loop {
     at_result_rec best_rec;
     char first_failure[512];
     int cancelled;
+    int budget_stopped;      /* the next candidate would not have fitted the seconds budget */
+    size_t top[AT_LOOP_TOP]; /* the best configs, fastest first */
+    double top_us[AT_LOOP_TOP];
+    size_t ntop;
+    double *measured_s; /* seconds each measured candidate took (malloc'd) */
+    size_t nmeasured_s;
     size_t ntrajectory; /* evaluations and config at each improvement (malloc'd) */
     int64_t *traj_evals;
     size_t *traj_config;
@@ -159,7 +190,11 @@ typedef struct at_loop {
 at_search_options at_search_options_of(const at_tune_options *opts);
 /* Proposes, evaluates and reports until the search is done (a budget, the space), a cancel or a
  * failure of the run. opts gives the progress callback and the cancel flag. */
-at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts, at_loop *out);
+at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts,
+                       const at_loop_env *env, at_loop *out);
+/* The seconds one candidate is expected to take: the median of those measured, else the
+ * environment's estimate (0: unknown). */
+double at_loop_expect(const at_loop *l, const at_loop_env *env);
 void at_loop_clear(at_loop *l);
 
 /* ---- the replay device ---------------------------------------------------------------------- */

@@ -49,7 +49,12 @@ void at_replay_eval_init(at_replay_eval *e, const at_recording *r, const size_t 
                          const char *source)
 {
     /* One at a time: each proposal sees every result before it, as on a serial device. */
-    *e = (at_replay_eval){{replay_submit, replay_next, 1, 1}, r, configs, source, 0};
+    *e =
+        (at_replay_eval){{.submit = replay_submit, .next = replay_next, .lookahead = 1, .batch = 1},
+                         r,
+                         configs,
+                         source,
+                         0};
 }
 
 double at_replay_clock(void *replay_eval) { return ((at_replay_eval *)replay_eval)->seconds; }
@@ -165,7 +170,7 @@ static at_status replay_run(const at_recording *r, const at_tune_options *o, at_
     at_search *s = NULL;
     AT_TRY(at_search_create(&sp, &so, &s));
     at_loop loop;
-    at_status st = at_tune_loop(s, &ev.ev, o, &loop);
+    at_status st = at_tune_loop(s, &ev.ev, o, NULL, &loop);
     at_search_free(s);
     rep->evaluated = loop.evaluated;
     rep->failed = loop.failed;

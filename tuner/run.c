@@ -11,9 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TIMEOUT_MS  20000.0 /* one run longer than this is a timeout, whatever the best */
-#define LIMIT_RATIO 50.0    /* ... and once there is a best, a run this much slower */
-#define LIMIT_BASE  1000.0  /* ms every checked run may take on top (loading its binary) */
+#define LIMIT_BASE  1000.0 /* ms every checked run may take on top (loading its binary) */
+#define LIMIT_FLOOR 5.0    /* ms: a run shorter than this is never stopped for its slowdown */
 
 /* ---- the problem's buffers ----------------------------------------------------------------- */
 
@@ -192,22 +191,37 @@ static at_status runner_check(at_runner *r, const at_template *t, const int64_t 
         snprintf(rec->reason, sizeof rec->reason, "no binary to run: %s", at_errmsg());
         return AT_OK;
     }
-    /* The watchdog: the absolute limit, or once there is a best, a run far slower than it. */
-    double limit =
-        best_us > 0 ? fmin(TIMEOUT_MS, LIMIT_BASE + LIMIT_RATIO * best_us / 1e3) : TIMEOUT_MS;
+    /* The watchdog: the absolute limit, or once there is a best, `slowdown` times it (never
+     * below LIMIT_FLOOR: stopping a short run saves nothing and launch jitter is not a verdict). */
+    double limit = r->run_limit_ms > 0 ? r->run_limit_ms : AT_RUN_LIMIT_MS;
+    double rel =
+        best_us > 0 && r->slowdown > 0 ? fmax(r->slowdown * best_us / 1e3, LIMIT_FLOOR) : INFINITY;
+    int slow = rel < limit;
+    if (slow) limit = rel;
     uint32_t reset = 0;
     for (size_t i = 0; i < r->nbufs; i++) reset |= (uint32_t)r->data.buf[i].output << i;
     int64_t ws_dirty = 0;
-    at_status st =
-        at_link_run(r->link, bin, len, &spec, reset, limit + LIMIT_BASE, ms, &ws_dirty, rec);
+    /* The watchdog waits at least a second more than LIMIT_BASE: a first launch on PoCL may
+     * compile for its work-group size first, outside the kernel's own (profiled) time that the
+     * limit judges. */
+    at_status st = at_link_run(r->link, bin, len, &spec, reset, fmax(limit, 1000.0) + LIMIT_BASE,
+                               ms, &ws_dirty, rec);
     free(bin);
-    if (st != AT_OK || rec->status != AT_RS_OK) return st;
-    if (*ms > limit) { /* in this process nothing can stop a run: it is judged afterwards */
+    if (st != AT_OK) return st;
+    if (rec->status == AT_RS_OK && *ms > limit) {
+        /* in this process nothing can stop a run: it is judged afterwards */
         rec->status = AT_RS_TIMEOUT;
         snprintf(rec->reason, sizeof rec->reason, "one run took %.0f ms (limit %.0f ms)", *ms,
                  limit);
-        return AT_OK;
     }
+    if (rec->status == AT_RS_TIMEOUT && slow) {
+        char why[sizeof rec->reason];
+        snprintf(why, sizeof why, "%s", rec->reason);
+        snprintf(rec->reason, sizeof rec->reason, "stopped at %gx the best (%.3f ms): %s",
+                 r->slowdown, best_us / 1e3, why);
+        r->slow_stopped++;
+    }
+    if (rec->status != AT_RS_OK) return AT_OK;
     verdict(r, ws_dirty, spec.ws_bytes, rec);
     return AT_OK;
 }

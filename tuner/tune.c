@@ -14,7 +14,18 @@ void at_loop_clear(at_loop *l)
 {
     free(l->traj_evals);
     free(l->traj_config);
+    free(l->measured_s);
     memset(l, 0, sizeof *l);
+}
+
+double at_loop_expect(const at_loop *l, const at_loop_env *env)
+{
+    if (l->nmeasured_s == 0) return env ? env->estimate_s : 0;
+    double v[64]; /* the median of the last 64 is plenty */
+    size_t n = l->nmeasured_s < 64 ? l->nmeasured_s : 64;
+    memcpy(v, l->measured_s + (l->nmeasured_s - n), n * sizeof *v);
+    qsort(v, n, sizeof *v, at_cmp_double);
+    return v[n / 2];
 }
 
 /* Takes the outcome of one config: counts it, keeps the best and the trajectory, tells the
@@ -27,7 +38,14 @@ static at_status account(at_loop *l, at_search *s, size_t c, const at_result_rec
         if (!l->first_failure[0])
             snprintf(l->first_failure, sizeof l->first_failure, "%s: %s",
                      at_result_status_name(rec->status), rec->reason);
-    } else if (!l->have_best || rec->median_us < l->best_rec.median_us) {
+    } else {
+        /* The fastest few, for a proxy's confirmation. */
+        size_t i = l->ntop < AT_LOOP_TOP ? l->ntop++ : AT_LOOP_TOP;
+        for (; i > 0 && rec->median_us < l->top_us[i - 1]; i--)
+            if (i < AT_LOOP_TOP) l->top[i] = l->top[i - 1], l->top_us[i] = l->top_us[i - 1];
+        if (i < AT_LOOP_TOP) l->top[i] = c, l->top_us[i] = rec->median_us;
+    }
+    if (rec->status == AT_RS_OK && (!l->have_best || rec->median_us < l->best_rec.median_us)) {
         l->have_best = 1;
         l->best = c;
         l->best_rec = *rec;
@@ -54,15 +72,57 @@ at_search_options at_search_options_of(const at_tune_options *opts)
     return so;
 }
 
-at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts, at_loop *l)
+/* Tells the progress hooks of the outcome of config c. */
+static void report_progress(const at_tune_options *opts, const at_loop_env *env, const at_loop *l,
+                            double t0, size_t c, const at_result_rec *rec)
+{
+    double elapsed = at_now() - t0, eta = 0;
+    double best_us = l->have_best ? l->best_rec.median_us : 0;
+    if (opts->progress) {
+        if (opts->max_evals > 0 && l->evaluated < opts->max_evals)
+            eta = elapsed / (double)l->evaluated * (double)(opts->max_evals - l->evaluated);
+        if (opts->max_seconds > 0 && (eta == 0 || opts->max_seconds - elapsed < eta))
+            eta = opts->max_seconds > elapsed ? opts->max_seconds - elapsed : 0;
+        opts->progress(opts->progress_user, l->evaluated, opts->max_evals, best_us, elapsed, eta);
+    }
+    if (!opts->on_candidate) return;
+    char config[512] = "";
+    if (env && env->space && env->configs)
+        at_config_format(env->space, env->configs + c * env->space->nparams, config, sizeof config);
+    double flops = env ? env->flops : 0;
+    at_tune_progress p = {.done = l->evaluated,
+                          .budget = opts->max_evals,
+                          .best_us = best_us,
+                          .best_gflops = best_us > 0 && flops > 0 ? flops / (best_us * 1e3) : 0,
+                          .elapsed_s = elapsed,
+                          .budget_s = opts->max_seconds,
+                          .estimate_s = at_loop_expect(l, env),
+                          .problem = env && env->problem ? env->problem : "",
+                          .config = config,
+                          .status = at_result_status_name(rec->status),
+                          .time_us = rec->status == AT_RS_OK ? rec->median_us : 0,
+                          .proxy = ""};
+    opts->on_candidate(opts->progress_user, &p);
+}
+
+at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opts,
+                       const at_loop_env *env, at_loop *l)
 {
     memset(l, 0, sizeof *l);
-    double t0 = at_now();
+    double t0 = env && env->t0 > 0 ? env->t0 : at_now();
+    double budget = env ? env->budget_s : 0;
     size_t queued = 0;
     at_status st = AT_OK;
     while (st == AT_OK) {
         if (opts->cancel && *opts->cancel) {
             l->cancelled = 1;
+            break;
+        }
+        /* Within the budget, a candidate is started only when the time left covers what one
+         * is expected to take, once there is a best: a run ends with something measured. */
+        double expect = at_loop_expect(l, env);
+        if (budget > 0 && l->have_best && at_now() - t0 + expect > budget) {
+            l->budget_stopped = 1;
             break;
         }
         /* Keep the evaluator fed (continuously, or one batch at a time on a CPU device). */
@@ -82,6 +142,10 @@ at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opt
         if (st != AT_OK || queued == 0) break; /* the search is done */
         size_t c;
         at_result_rec rec = {0};
+        e->deadline = budget > 0 && l->have_best ? t0 + budget : 0;
+        e->expect_s = expect;
+        e->not_started = 0;
+        e->measure_s = 0;
         at_status ns = e->next(e, l->have_best ? l->best_rec.median_us : 0, &c, &rec);
         queued--;
         if (ns == AT_ERR_INTERRUPTED) {
@@ -89,16 +153,18 @@ at_status at_tune_loop(at_search *s, at_evaluator *e, const at_tune_options *opt
             break;
         }
         if ((st = ns) != AT_OK) break; /* the run's own failure: a write, the device */
-        st = account(l, s, c, &rec);
-        if (opts->progress) {
-            double elapsed = at_now() - t0, eta = 0;
-            if (opts->max_evals > 0 && l->evaluated < opts->max_evals)
-                eta = elapsed / (double)l->evaluated * (double)(opts->max_evals - l->evaluated);
-            if (opts->max_seconds > 0 && (eta == 0 || opts->max_seconds - elapsed < eta))
-                eta = opts->max_seconds > elapsed ? opts->max_seconds - elapsed : 0;
-            opts->progress(opts->progress_user, l->evaluated, opts->max_evals,
-                           l->have_best ? l->best_rec.median_us : 0, elapsed, eta);
+        if (e->not_started) {
+            l->budget_stopped = 1;
+            break;
         }
+        if (e->measure_s > 0) {
+            double *m = realloc(l->measured_s, (l->nmeasured_s + 1) * sizeof *m);
+            if (!m) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+            l->measured_s = m;
+            l->measured_s[l->nmeasured_s++] = e->measure_s;
+        }
+        st = account(l, s, c, &rec);
+        report_progress(opts, env, l, t0, c, &rec);
     }
     return st;
 }
@@ -167,6 +233,10 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
     for (size_t q = 0; q < (d->ev.batch ? d->count : 1); q++)
         if (at_pool_wait(d->pool, d->queue[(d->head + q) % d->ev.lookahead], d->cancel))
             return at_fail(AT_ERR_INTERRUPTED, "interrupted");
+    if (d->ev.deadline > 0 && j->status == AT_OK && at_now() + d->ev.expect_s > d->ev.deadline) {
+        d->ev.not_started = 1; /* it stays queued: device_close frees it */
+        return AT_OK;
+    }
     d->head = (d->head + 1) % d->ev.lookahead;
     d->count--;
     *c = j->cfg;
@@ -176,8 +246,10 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
         rec->status = AT_RS_COMPILE_ERROR;
         snprintf(rec->reason, sizeof rec->reason, "%s", j->reason);
     } else {
+        double t0 = at_now();
         st = at_runner_measure(&d->runner, d->t, d->configs + j->cfg * d->t->space->nparams,
                                j->prog, best_us, rec);
+        d->ev.measure_s = at_now() - t0;
     }
     rec->when = when; /* after the measurement, which sets the whole record */
     rec->compile_ms = j->compile_ms;
@@ -220,6 +292,19 @@ static void device_close(device_eval *d)
 
 /* ---- a template's tuning run ---------------------------------------------------------------- */
 
+/* A device's nominal rate in GFLOP/s for the up-front estimate: PoCL on a few CPU cores, or a
+ * mid-range GPU's f32 rate (the estimate only has to tell seconds from minutes). */
+static double nominal_gflops(const at_device_info *info) { return info->is_cpu ? 50.0 : 10000.0; }
+
+/* The up-front estimate of one candidate's seconds: its checked run and its timed repetitions
+ * (at least 3 and 0.1 s of them; one for a run of a second or more: tuner/worker.c) at the
+ * device's nominal rate. */
+static double estimate_candidate(const at_problem *p, const at_device_info *info, double *run_s)
+{
+    *run_s = p->op->flops(p->data) / (nominal_gflops(info) * 1e9);
+    return *run_s + (*run_s >= 1.0 ? *run_s : fmax(3.0 * *run_s, 0.1));
+}
+
 static int index_of(const int64_t *configs, size_t n, const int64_t *cfg, size_t np)
 {
     for (size_t i = 0; i < n; i++)
@@ -227,9 +312,18 @@ static int index_of(const int64_t *configs, size_t n, const int64_t *cfg, size_t
     return -1;
 }
 
-at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
-                           const at_tune_options *opts, at_tune_report *rep, char *best_config,
-                           size_t best_len)
+/* The fastest configs of a run, as text. */
+typedef struct top_configs {
+    char config[AT_LOOP_TOP][512];
+    size_t n;
+} top_configs;
+
+/* Tunes p with t: the search over t's space, or when nonly > 0, exactly the configs only
+ * (nonly of them, t's parameters each: a proxy's best, confirmed), those valid here. The
+ * fastest few go to top when it is not NULL. */
+static at_status tune_one(at_context *ctx, at_template *t, const at_problem *p,
+                          const at_tune_options *opts, const int64_t *only, size_t nonly,
+                          top_configs *top, at_tune_report *rep, char *best_config, size_t best_len)
 {
     at_space *s = t->space;
     const size_t np = s->nparams;
@@ -240,6 +334,10 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     size_t n = 0;
     AT_TRY(at_space_enumerate(s, &configs, &idx, &n));
     rep->space = (int64_t)n;
+    const double t_start = at_now();
+    double run_s = 0;
+    rep->estimate_s = opts->replay_db ? 0 : estimate_candidate(p, &ctx->info, &run_s);
+    rep->budget_s = opts->max_seconds;
     if (n == 0) {
         free(configs);
         free(idx);
@@ -253,10 +351,13 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
      * defaults: known-good points give the early-stop rule a bar. */
     enum { MAX_SEEDS = 16 };
     int64_t seeds[MAX_SEEDS * AT_MAX_PARAMS];
-    size_t nseeds = opts->replay_db ? 0 : at_seed_configs(ctx, t, p, seeds, MAX_SEEDS);
-    size_t *first = calloc(nseeds + s->ndefaults + 1, sizeof *first), nfirst = 0;
-    for (size_t d = 0; first && d < nseeds + s->ndefaults; d++) {
-        const int64_t *cfg = d < nseeds ? seeds + d * np : s->defaults + (d - nseeds) * np;
+    size_t nseeds = opts->replay_db || nonly ? 0 : at_seed_configs(ctx, t, p, seeds, MAX_SEEDS);
+    const size_t nsrc = nonly ? nonly : nseeds + s->ndefaults;
+    size_t *first = calloc(nsrc + 1, sizeof *first), nfirst = 0;
+    for (size_t d = 0; first && d < nsrc; d++) {
+        const int64_t *cfg = nonly        ? only + d * np
+                             : d < nseeds ? seeds + d * np
+                                          : s->defaults + (d - nseeds) * np;
         int i = index_of(configs, n, cfg, np), dup = 0;
         for (size_t j = 0; j < nfirst && !dup; j++) dup = first[j] == (size_t)i;
         if (i >= 0 && !dup) first[nfirst++] = (size_t)i;
@@ -307,16 +408,29 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         if (st == AT_OK) stored(ctx, "devices", dkey, NULL, NULL, &drec);
         free(dkey);
         int nthreads = at_compile_threads(ctx);
-        dev.ev = (at_evaluator){device_submit, device_next, (size_t)nthreads * 2, ctx->info.is_cpu};
+        dev.ev = (at_evaluator){.submit = device_submit,
+                                .next = device_next,
+                                .lookahead = (size_t)nthreads * 2,
+                                .batch = ctx->info.is_cpu};
         dev.queue = calloc(dev.ev.lookahead, sizeof *dev.queue);
         if (st == AT_OK && !dev.queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
         if (st == AT_OK) st = at_runner_open(&dev.runner, ctx, p, opts->cancel);
+        /* The per-run limits: absolute (at least three times the estimated run), and relative
+         * to the best so far. */
+        dev.runner.run_limit_ms = opts->run_limit_s > 0 ? opts->run_limit_s * 1e3
+                                                        : fmax(AT_RUN_LIMIT_MS, 3.0 * run_s * 1e3);
+        dev.runner.slowdown = opts->slowdown_limit == 0 ? AT_SLOWDOWN : opts->slowdown_limit;
         if (st == AT_OK) st = at_pool_start(ctx, t->source, s->kernel, nthreads, &dev.pool);
     }
     at_search_space ss = {n, np, idx, nvalues, valp};
     at_search_options so = at_search_options_of(opts);
     so.first = first;
     so.nfirst = nfirst;
+    if (nonly) so.max_evals = (int64_t)nfirst; /* those and no other */
+    if (st == AT_OK && nonly && nfirst == 0)
+        st = at_fail(AT_ERR_NO_VALID_CONFIG,
+                     "none of the %zu configs to confirm is valid for %s on %s", nonly, pkey,
+                     ctx->info.name);
     so.prior = prior;
     if (opts->replay_db) { /* a seconds budget counts the recorded seconds */
         so.clock = at_replay_clock;
@@ -326,10 +440,18 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     if (st == AT_OK) st = at_search_create(&ss, &so, &search);
     free(first);
     at_loop loop = {0};
-    if (st == AT_OK) st = at_tune_loop(search, ev, opts, &loop);
+    at_loop_env env = {.t0 = t_start,
+                       .budget_s = opts->replay_db ? 0 : opts->max_seconds,
+                       .estimate_s = rep->estimate_s,
+                       .flops = p->op->flops(p->data),
+                       .problem = pkey,
+                       .space = s,
+                       .configs = configs};
+    if (st == AT_OK) st = at_tune_loop(search, ev, opts, &env, &loop);
     /* A failed write stopped the run: nothing more is written, its message stays the one. */
     if (st == AT_OK && dev.best_prog && loop.have_best)
         at_binary_store(ctx, t->source, dev.best_options, dev.best_prog);
+    rep->slow_stopped = dev.runner.slow_stopped;
     if (!opts->replay_db) device_close(&dev);
 
     if (st == AT_OK && !loop.have_best && !loop.cancelled)
@@ -363,6 +485,9 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
             free(key);
         }
     }
+    for (size_t i = 0; top && i < loop.ntop; i++)
+        at_config_format(s, configs + loop.top[i] * np, top->config[i], sizeof top->config[i]);
+    if (top) top->n = loop.ntop;
     at_search_free(search);
     at_recording_free(recording);
     free(map);
@@ -373,11 +498,102 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
     if (rep->seeds > loop.evaluated) rep->seeds = loop.evaluated; /* proposed first: tried */
     rep->measured = dev.measured;
     rep->failed = loop.failed;
+    rep->budget_stopped = loop.budget_stopped;
+    if (st == AT_ERR_INTERRUPTED && !loop.cancelled) /* while the device half was set up */
+        st = at_fail(AT_ERR_INTERRUPTED, "interrupted before any candidate was measured");
     if (st == AT_OK && loop.cancelled)
         st = at_fail(AT_ERR_INTERRUPTED,
                      "interrupted after %lld candidates; measurements are saved "
                      "and the next run resumes",
                      (long long)loop.evaluated);
     at_loop_clear(&loop);
+    return st;
+}
+
+/* Tells the progress hook before the first candidate: the problem, the budget, the estimate of
+ * one candidate, and the proxy candidates are timed on ("" when none). */
+static void announce(const at_tune_options *opts, const char *problem, double estimate_s,
+                     const char *proxy)
+{
+    if (!opts->on_candidate) return;
+    at_tune_progress p = {.budget = opts->max_evals,
+                          .budget_s = opts->max_seconds,
+                          .estimate_s = estimate_s,
+                          .problem = problem,
+                          .config = "",
+                          .status = "",
+                          .proxy = proxy};
+    opts->on_candidate(opts->progress_user, &p);
+}
+
+/* A proxy is used when the budget covers fewer candidates of the problem than this ... */
+#define PROXY_BELOW 8.0
+/* ... and then gets the budget less what confirming its best takes (at most half), with one
+ * proxy candidate sized to a sixteenth of its share. */
+#define PROXY_COVERS 16.0
+
+at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
+                           const at_tune_options *opts, at_tune_report *rep, char *best_config,
+                           size_t best_len)
+{
+    char key[256], pkey[256] = "";
+    p->op->key(p->data, key, sizeof key);
+    double run_s = 0, est = opts->replay_db ? 0 : estimate_candidate(p, &ctx->info, &run_s);
+    const double budget = opts->max_seconds, t0 = at_now();
+    double reserve = fmin(AT_LOOP_TOP * est, budget / 2);
+    int proxied = !opts->replay_db && !opts->no_proxy && p->op->proxy && budget > 0 &&
+                  est * PROXY_BELOW > budget &&
+                  p->op->proxy(p->data, t->space, (budget - reserve) / PROXY_COVERS / est, pkey,
+                               sizeof pkey) == AT_OK;
+    at_errclear(); /* no proxy is no failure */
+    announce(opts, key, est, proxied ? pkey : "");
+    if (!proxied) return tune_one(ctx, t, p, opts, NULL, 0, NULL, rep, best_config, best_len);
+
+    /* The proxy: its own problem (its results and best are real ones, under its own key), its
+     * own template bound to it, the budget less the confirmation's reserve. */
+    at_problem *pp = NULL, *rp = NULL;
+    at_template *tp = NULL;
+    at_tune_report prep = {0};
+    top_configs top = {0};
+    char pbest[512];
+    at_tune_options po = *opts;
+    po.max_seconds = budget - reserve;
+    at_status st = at_problem_from_key(pkey, &pp);
+    if (st == AT_OK && !(rp = at_problem_resolve(pp)))
+        st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    if (st == AT_OK) st = at_template_for(rp, &ctx->info, t->name, &tp);
+    if (st == AT_OK) st = tune_one(ctx, tp, rp, &po, NULL, 0, &top, &prep, pbest, sizeof pbest);
+    snprintf(rep->proxy_problem, sizeof rep->proxy_problem, "%s", pkey);
+    rep->proxy_evaluated = prep.evaluated;
+
+    /* Its best few, confirmed (checked and timed) on the problem itself in what is left. */
+    int64_t only[AT_LOOP_TOP * AT_MAX_PARAMS];
+    size_t nonly = 0;
+    for (size_t i = 0; st == AT_OK && i < top.n; i++)
+        if (at_config_parse(t->space, top.config[i], only + nonly * t->space->nparams) == AT_OK)
+            nonly++;
+    at_errclear();
+    if (st == AT_OK && nonly == 0)
+        st = at_fail(AT_ERR_NO_VALID_CONFIG, "no candidate of the proxy %s succeeded", pkey);
+    if (st == AT_OK) {
+        at_tune_options co = *opts;
+        co.max_seconds = fmax(budget - (at_now() - t0), 1e-3); /* the first is measured */
+        co.max_evals = 0;
+        /* A run of the full problem may be slower per flop than the proxy's (its operands no
+         * longer fit the caches): the absolute limit allows ten times the proxy's best scaled
+         * to the full work. */
+        double scaled_s = prep.best_time_us / 1e6 * p->op->flops(p->data) / rp->op->flops(rp->data);
+        if (co.run_limit_s <= 0)
+            co.run_limit_s = fmax(fmax(AT_RUN_LIMIT_MS / 1e3, 3 * run_s), 10 * scaled_s);
+        st = tune_one(ctx, t, p, &co, only, nonly, NULL, rep, best_config, best_len);
+        rep->proxy_confirmed = rep->evaluated;
+    } else {
+        rep->measured = prep.measured; /* what an interrupt leaves: the proxy's work */
+    }
+    rep->budget_s = budget;
+    rep->estimate_s = est;
+    at_template_free(tp);
+    at_problem_destroy(rp);
+    at_problem_destroy(pp);
     return st;
 }

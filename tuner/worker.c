@@ -26,11 +26,12 @@
 extern char **environ;
 
 #define GUARD       AT_GUARD_BYTES
-#define GUARD_BYTE  0xff /* NaN in f32, f16 and bf16: a kernel reading it goes wrong */
-#define MIN_TIME_S  0.1  /* time each candidate at least this long ... */
-#define MIN_REPS    3    /* ... and at least this many times ... */
-#define MAX_REPS    50   /* ... but no more than this */
-#define EARLY_STOP  2.0  /* stop timing a candidate this much slower than the best */
+#define GUARD_BYTE  0xff   /* NaN in f32, f16 and bf16: a kernel reading it goes wrong */
+#define MIN_TIME_S  0.1    /* time each candidate at least this long ... */
+#define MIN_REPS    3      /* ... and at least this many times ... */
+#define MAX_REPS    50     /* ... but no more than this */
+#define EARLY_STOP  2.0    /* stop timing a candidate this much slower than the best */
+#define LONG_RUN_MS 1000.0 /* a run this long varies little: timed once after its checked run */
 #define BIN_SPACE   (1u << 20)
 #define WORKER_FDS  3 /* the worker's socket; its shared memory is fd 4 */
 #define ENV_WORKER  "AUTOTUNE_WORKER"
@@ -261,12 +262,6 @@ static void dev_run(devside *d, const request *rq, reply *rp)
     d->have_run = 1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Times the candidate of the last run: its checked run was the warm-up. */
 static void dev_time(devside *d, double first_ms, double best_us, reply *rp)
 {
@@ -283,7 +278,8 @@ static void dev_time(devside *d, double first_ms, double best_us, reply *rp)
         times[n++] = first_ms;
         rec->early_stop = 1;
     }
-    while (!rec->early_stop && n < MAX_REPS && (n < MIN_REPS || total < MIN_TIME_S * 1e3)) {
+    const int min_reps = first_ms >= LONG_RUN_MS ? 1 : MIN_REPS;
+    while (!rec->early_stop && n < MAX_REPS && (n < min_reps || total < MIN_TIME_S * 1e3)) {
         /* Operands larger than the cache would otherwise be timed warm after the first run. */
         at_status st =
             d->flush.handle ? d->ops->buffer_fill(d->dev, d->flush, (unsigned char)n) : AT_OK;
@@ -299,7 +295,7 @@ static void dev_time(devside *d, double first_ms, double best_us, reply *rp)
         if (ms < min) min = ms;
         if (best_us > 0 && n >= 2 && min * 1e3 > EARLY_STOP * best_us) rec->early_stop = 1;
     }
-    qsort(times, (size_t)n, sizeof times[0], cmp_double);
+    qsort(times, (size_t)n, sizeof times[0], at_cmp_double);
     rec->reps = n;
     rec->median_us = times[n / 2] * 1e3;
     rec->min_us = times[0] * 1e3;

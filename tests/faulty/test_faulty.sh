@@ -12,7 +12,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../cli/lib.sh" # $work, ok, bad, expect, json, finish
 export AUTOTUNE_TEMPLATE_PATH="$here/templates:$here/../../templates"
 db="$work/db"
-tune=(gemm --m 33 --n 17 --k 9 --template gemm_faulty --strategy exhaustive --db "$db" --json)
+# No slowdown limit (tests/cli/test_budget_cli.sh has it): the slow one succeeds and the hang is
+# stopped by the absolute limit of 1 s (plus the watchdog's second).
+limits=(--slowdown-limit 0 --run-limit 1)
+tune=(gemm --m 33 --n 17 --k 9 --template gemm_faulty --strategy exhaustive --db "$db" --json
+  "${limits[@]}")
 
 start=$(date +%s.%N)
 "$AT" "${tune[@]}" >"$work/out.json" 2>"$work/err"
@@ -43,6 +47,7 @@ want 9 wrong_result 'changed its input A'
 # resumes from it.
 db2="$work/db2"
 "$AT" gemm --m 31 --n 15 --k 9 --template gemm_faulty --strategy exhaustive --db "$db2" --json \
+  "${limits[@]}" \
   >"$work/int.json" 2>"$work/err" &
 pid=$!
 for _ in $(seq 100); do # until FAULT=0..2 are stored and FAULT=3 hangs
@@ -71,6 +76,7 @@ for w in $workers; do kill -0 "$w" 2>/dev/null && left="$left $w"; done
 
 # The rerun resumes: what was recorded (crashes included) is answered from the database.
 "$AT" gemm --m 31 --n 15 --k 9 --template gemm_faulty --strategy exhaustive --db "$db2" --json \
+  "${limits[@]}" \
   >"$work/out.json" 2>"$work/err"
 json "d['candidates']['evaluated'] == 10 and d['candidates']['measured'] == 10 - $n and d['best']['config'] == 'FAULT=0'" |
   grep -q True && ok "the rerun measures only the $((10 - n)) it had not reached" ||

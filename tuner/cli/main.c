@@ -80,6 +80,9 @@ typedef struct opts {
     const char *shapes, *shard; /* tune --shapes */
     budget total_budget;
     int dry_run;
+    double run_limit, slowdown_limit; /* --run-limit, --slowdown-limit; -1: not given */
+    const char *progress;             /* auto | always | never */
+    int quiet, no_proxy;
 } opts;
 
 typedef enum {
@@ -88,6 +91,7 @@ typedef enum {
     OPT_INT,    /* a decimal integer from lo to hi, into an int64_t */
     OPT_SEED,   /* a decimal integer from 0 to UINT64_MAX, into a uint64_t */
     OPT_BUDGET, /* N evaluations (N >= 1) or Ns / N.Ns seconds, into a budget */
+    OPT_REAL,   /* a finite number from lo to hi, into a double; with a trailing 's' when secs */
     OPT_CHOICE, /* one of names(), kept as text */
     OPT_FIELD   /* a problem field of the operation, kept as text: offset is its index */
 } opt_kind;
@@ -96,7 +100,8 @@ typedef struct opt_spec {
     const char *name;
     opt_kind kind;
     size_t offset;                     /* of the value in opts */
-    int64_t lo, hi;                    /* OPT_INT */
+    int64_t lo, hi;                    /* OPT_INT, OPT_REAL */
+    int secs;                          /* OPT_REAL: seconds, "N" or "Ns" */
     const char *const *(*names)(void); /* OPT_CHOICE */
     const at_field_desc *field;        /* OPT_FIELD */
 } opt_spec;
@@ -112,6 +117,8 @@ static const char *const *backend_names(void) { return g_backends; }
 static const char *const g_tables[] = {"best",    "results", "binaries", "meta",
                                        "devices", "checks",  NULL};
 static const char *const *table_names(void) { return g_tables; }
+static const char *const g_progress[] = {"auto", "always", "never", NULL};
+static const char *const *progress_names(void) { return g_progress; }
 static const char *const g_prefer[] = {"faster", "newer", "existing", NULL}; /* at_prefer */
 static const char *const *prefer_names(void) { return g_prefer; }
 
@@ -129,6 +136,31 @@ static const char *const *prefer_names(void) { return g_prefer; }
     {                                                                                              \
         OPT_RANGE("no-improve", no_improve, 1, INT64_MAX)                                          \
     }
+
+/* The options of a tuning run on the device: its limits and its progress lines, shared by the
+ * operations and `tune`. */
+#define RUN_OPTS                                                                                   \
+    {OPT("run-limit", OPT_REAL, run_limit), .lo = 0, .hi = 1000000000, .secs = 1},                 \
+        {OPT("slowdown-limit", OPT_REAL, slowdown_limit), .lo = 0, .hi = 1000000},                 \
+        {OPT_NAMES("progress", progress, progress_names)}, {OPT("no-proxy", OPT_FLAG, no_proxy)},  \
+    {                                                                                              \
+        OPT("quiet", OPT_FLAG, quiet)                                                              \
+    }
+
+/* The help of RUN_OPTS, for the operations and `tune`. */
+#define RUN_HELP                                                                                   \
+    "  --run-limit SECONDS   stop a candidate whose run takes longer (default 20, or three "       \
+    "times\n"                                                                                      \
+    "                        the estimated run when more); recorded as a timeout\n"                \
+    "  --slowdown-limit R    stop a candidate whose run takes more than R times the best so far\n" \
+    "                        (default 10; 0: off); recorded as a timeout, not retried on resume\n" \
+    "                        unless --force\n"                                                     \
+    "  --progress auto|always|never   on a terminal a live line; elsewhere a plain line every\n"   \
+    "                        5 s (always: after every candidate) (default auto)\n"                 \
+    "  --quiet               print nothing on stderr but errors (no progress, no warning)\n"       \
+    "  --no-proxy            time every candidate on the problem itself, also when the budget\n"   \
+    "                        covers fewer than 8 (by default they are timed on a smaller proxy,\n" \
+    "                        for GEMM a slice of K, and the best 3 confirmed here)\n"
 
 /* The descriptions of an operation's fields (n of them, at most MAX_FIELDS). */
 typedef struct op_fields {
@@ -241,6 +273,20 @@ static int set_opt(const opt_spec *sp, const char *val, opts *o)
             ((budget *)field)->seconds = x;
         else
             ((budget *)field)->evals = (int64_t)x;
+        return 0;
+    }
+    case OPT_REAL: {
+        char num[64];
+        size_t n = strlen(val);
+        if (sp->secs && n && val[n - 1] == 's') n--; /* "30s" as --budget takes it */
+        snprintf(num, sizeof num, "%.*s", (int)(n < 63 ? n : 63), val);
+        if (at_parse_real(num, &x) != 0 || x < (double)sp->lo || x > (double)sp->hi ||
+            (sp->secs && !(x > 0)))
+            return usage_error("--%s '%s' is not %s from %lld to %lld", sp->name, val,
+                               sp->secs ? "a number of seconds (N or Ns) greater than 0"
+                                        : "a number",
+                               (long long)sp->lo, (long long)sp->hi);
+        *(double *)field = x;
         return 0;
     }
     case OPT_CHOICE: {
@@ -514,7 +560,8 @@ static void print_op_help(const op_fields *f)
         "  --strategy NAME       %s:\n"
         "                        a cost model refined online by a random forest; docs/search.md)\n"
         "  --budget N|Ns         stop after N evaluations or N seconds (default: 60s, exhaustive\n"
-        "                        the whole space)\n"
+        "                        the whole space); with seconds, a candidate is not started\n"
+        "                        when what is left cannot cover it (the first always is)\n"
         "  --seed S              seed of the search strategy (default 1)\n"
         "  --no-improve N        stop after N evaluations without a better time\n"
         "  --replay DB           answer every candidate from DB's recorded results for this\n"
@@ -531,9 +578,11 @@ static void print_op_help(const op_fields *f)
         "                        $AUTOTUNE_SHIPPED_DB; docs/shipping.md); prints the source, the\n"
         "                        database and the device the entry came from\n"
         "  --json                print one JSON object on stdout (also after an interrupt, with\n"
-        "                        \"complete\":false and exit status 1); a cache hit reports the\n"
-        "                        space size recorded when it was tuned, none for older records\n"
-        "\n"
+        "                        \"complete\":false and exit status 1, and \"best\":null when\n"
+        "                        nothing was measured yet); a cache hit reports the space size\n"
+        "                        recorded when it was tuned, none for older records; a tuning run\n"
+        "                        adds \"budget\" {seconds, used, overrun, next_would_not_fit} and\n"
+        "                        \"estimate\" {candidate_seconds, covers}\n" RUN_HELP "\n"
         "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n",
         strategies);
 }
@@ -545,21 +594,99 @@ static void on_sigint(int sig)
     g_cancel = 1;
 }
 
+/* How a tuning run shows its progress on stderr: a live line rewritten in place (a terminal),
+ * a plain line every PLAIN_EVERY_S seconds (elsewhere), one after every candidate (--progress
+ * always off a terminal), or none. */
+typedef enum { PROGRESS_NONE, PROGRESS_LIVE, PROGRESS_PLAIN, PROGRESS_EACH } progress_mode;
+#define PLAIN_EVERY_S 5.0
+
 typedef struct progress_state {
-    int tty;
+    progress_mode mode;
+    int quiet;   /* no warning either */
+    double last; /* at_now() of the last plain line */
 } progress_state;
 
-static void on_progress(void *user, int64_t done, int64_t budget, double best_us, double elapsed,
-                        double eta)
+/* The progress of the options: --quiet and --progress against whether stderr is a terminal
+ * (tty: the caller's verdict, false when lines of several processes would mix). */
+static progress_state progress_of(const opts *o, int tty)
+{
+    progress_state ps = {PROGRESS_NONE, o->quiet, 0};
+    const char *m = o->progress ? o->progress : "auto";
+    if (o->quiet || strcmp(m, "never") == 0) return ps;
+    ps.mode = tty ? PROGRESS_LIVE : strcmp(m, "always") == 0 ? PROGRESS_EACH : PROGRESS_PLAIN;
+    return ps;
+}
+
+static void on_candidate(void *user, const at_tune_progress *p)
 {
     progress_state *ps = user;
-    if (!ps->tty) return;
-    fprintf(stderr, "\r  %" PRId64, done);
-    if (budget > 0) fprintf(stderr, "/%" PRId64, budget);
-    fprintf(stderr, " candidates  best %.1f us  %.0fs elapsed", best_us, elapsed);
-    if (eta > 0) fprintf(stderr, "  ETA %.0fs", eta);
-    fprintf(stderr, "\033[K");
-    fflush(stderr);
+    if (p->done == 0) { /* the up-front estimate */
+        if (!ps->quiet && p->budget_s > 0 && p->estimate_s > 0 && p->budget_s < 8 * p->estimate_s)
+            fprintf(stderr,
+                    "%s: warning: one candidate of %s takes ~%.3g s here (estimated); the %.0f s "
+                    "budget covers about %.0f%s%s%s\n",
+                    g_cmd, p->problem, p->estimate_s, p->budget_s,
+                    floor(p->budget_s / p->estimate_s),
+                    p->proxy[0] ? ": candidates are timed on " : "", p->proxy,
+                    p->proxy[0]                   ? ", the best few confirmed here"
+                    : p->budget_s < p->estimate_s ? " (the first is measured whatever it takes)"
+                                                  : "");
+        return;
+    }
+    char of[64] = "", best[96] = "no best yet";
+    if (p->budget > 0) snprintf(of, sizeof of, "/%" PRId64, p->budget);
+    if (p->best_us > 0)
+        snprintf(best, sizeof best, "best %.1f us (%.1f GFLOP/s)", p->best_us, p->best_gflops);
+    double now = at_now();
+    if (ps->mode == PROGRESS_LIVE) {
+        fprintf(stderr, "\r  %" PRId64 "%s candidates  %s  %.0fs", p->done, of, best, p->elapsed_s);
+        if (p->budget_s > 0) fprintf(stderr, " of %.0fs", p->budget_s);
+        fprintf(stderr, "  last %s %s\033[K", p->config, p->status);
+        fflush(stderr);
+    } else if (ps->mode == PROGRESS_EACH ||
+               (ps->mode == PROGRESS_PLAIN && now - ps->last >= PLAIN_EVERY_S)) {
+        ps->last = now;
+        fprintf(stderr, "%s: %s: %" PRId64 "%s candidates, %s, %.0f s", g_cmd, p->problem, p->done,
+                of, best, p->elapsed_s);
+        if (p->budget_s > 0) fprintf(stderr, " of %.0f s", p->budget_s);
+        fprintf(stderr, "; last %s %s\n", p->config, p->status);
+    }
+}
+
+/* The limits of a tuning run and its progress hook. */
+static void run_from_opts(const opts *o, progress_state *ps, at_tune_options *to)
+{
+    to->run_limit_s = o->run_limit;
+    /* --slowdown-limit 0 turns it off; the library's 0 is its default */
+    to->slowdown_limit = o->slowdown_limit < 0    ? 0
+                         : o->slowdown_limit == 0 ? -1
+                                                  : o->slowdown_limit;
+    to->on_candidate = on_candidate;
+    to->progress_user = ps;
+    to->no_proxy = o->no_proxy;
+}
+
+/* The JSON of a run's budget and estimate (cJSON object j), when it had them. */
+static void budget_json(cJSON *j, const at_tune_report *r)
+{
+    if (r->budget_s > 0) {
+        cJSON *b = cJSON_AddObjectToObject(j, "budget");
+        add_number(b, "seconds", "%.3f", r->budget_s);
+        add_number(b, "used", "%.3f", r->seconds);
+        add_number(b, "overrun", "%.3f", r->overrun_s);
+        cJSON_AddBoolToObject(b, "next_would_not_fit", r->budget_stopped != 0);
+    }
+    if (r->proxy_problem[0]) {
+        cJSON *x = cJSON_AddObjectToObject(j, "proxy");
+        cJSON_AddStringToObject(x, "problem", r->proxy_problem);
+        cJSON_AddNumberToObject(x, "evaluated", (double)r->proxy_evaluated);
+        cJSON_AddNumberToObject(x, "confirmed", (double)r->proxy_confirmed);
+    }
+    if (r->estimate_s > 0) {
+        cJSON *e = cJSON_AddObjectToObject(j, "estimate");
+        add_number(e, "candidate_seconds", "%.3g", r->estimate_s);
+        if (r->budget_s > 0) add_number(e, "covers", "%.1f", r->budget_s / r->estimate_s);
+    }
 }
 
 static int cmd_op(const char *op, int argc, char **argv)
@@ -571,11 +698,12 @@ static int cmd_op(const char *op, int argc, char **argv)
                                      {OPT("force", OPT_FLAG, force)},
                                      {OPT("no-tune", OPT_FLAG, no_tune)},
                                      {OPT("json", OPT_FLAG, json)},
+                                     RUN_OPTS,
                                      {0}};
     op_fields f;
     load_fields(op, &f);
     opt_spec specs[64];
-    opts o = {0};
+    opts o = {.slowdown_limit = -1};
     char *pos[1];
     int npos, rc = parse_opts(argc, argv, with_fields(fixed, &f, specs, 64), &o, pos, 0, &npos);
     if (rc) return rc;
@@ -588,8 +716,9 @@ static int cmd_op(const char *op, int argc, char **argv)
     at_context *ctx = NULL;
     at_context_options co;
     search_from_opts(&o, &to);
-    if (o.no_tune && (o.force || o.replay || o.strategy || o.budget.evals || o.budget.seconds ||
-                      o.no_improve || o.tmpl))
+    if (o.no_tune &&
+        (o.force || o.replay || o.strategy || o.budget.evals || o.budget.seconds || o.no_improve ||
+         o.tmpl || o.run_limit > 0 || o.slowdown_limit >= 0 || o.no_proxy))
         return usage_error("--no-tune answers from the databases: it takes no tuning option");
     if ((rc = problem_from_opts(&o, &f, 0, &p, &co)) || (rc = open_context(&co, &ctx))) goto done;
     if (o.no_tune) {
@@ -597,12 +726,11 @@ static int cmd_op(const char *op, int argc, char **argv)
         goto done;
     }
 
-    progress_state ps = {isatty(2)};
+    progress_state ps = progress_of(&o, isatty(2));
+    run_from_opts(&o, &ps, &to);
     to.replay_db = o.replay;
     to.force = o.force;
     to.template_name = o.tmpl;
-    to.progress = on_progress;
-    to.progress_user = &ps;
     to.cancel = &g_cancel;
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
@@ -611,12 +739,13 @@ static int cmd_op(const char *op, int argc, char **argv)
 
     at_tune_report rep;
     at_status s = at_tune(ctx, p, &to, &rep, NULL);
-    if (ps.tty) fprintf(stderr, "\r\033[K");
-    /* An interrupted run still reports what it measured (its best is not stored as tuned). */
-    int partial = (s == AT_ERR_INTERRUPTED || s == AT_ERR_DEVICE_LOST) && rep.best_config[0];
+    if (ps.mode == PROGRESS_LIVE) fprintf(stderr, "\r\033[K");
+    /* An interrupted run still reports what it measured (its best is not stored as tuned); its
+     * JSON object, also when nothing was (best: null). */
+    int partial = s == AT_ERR_INTERRUPTED || s == AT_ERR_DEVICE_LOST;
     if (s != AT_OK) {
         rc = fail(s, at_context_last_error(ctx));
-        if (!partial || !o.json) goto done;
+        if (!partial || !(o.json || rep.best_config[0])) goto done;
     }
     if (o.json) {
         cJSON *j = cJSON_CreateObject(), *best, *cand;
@@ -625,11 +754,15 @@ static int cmd_op(const char *op, int argc, char **argv)
         cJSON_AddStringToObject(j, "device_key", at_context_device_key(ctx));
         cJSON_AddItemToObject(j, "problem", problem_json(p, &f));
         cJSON_AddStringToObject(j, "template", rep.template_name);
-        cJSON_AddItemToObject(j, "best", best = cJSON_CreateObject());
-        cJSON_AddStringToObject(best, "config", rep.best_config);
-        add_number(best, "time_us", "%.3f", rep.best_time_us);
-        add_number(best, "gflops", "%.3f", rep.best_gflops);
-        add_number(best, "max_rel_error", "%.3g", rep.best_max_rel_error);
+        if (rep.best_config[0]) {
+            cJSON_AddItemToObject(j, "best", best = cJSON_CreateObject());
+            cJSON_AddStringToObject(best, "config", rep.best_config);
+            add_number(best, "time_us", "%.3f", rep.best_time_us);
+            add_number(best, "gflops", "%.3f", rep.best_gflops);
+            add_number(best, "max_rel_error", "%.3g", rep.best_max_rel_error);
+        } else {
+            cJSON_AddNullToObject(j, "best");
+        }
         cJSON_AddItemToObject(j, "candidates", cand = cJSON_CreateObject());
         cJSON_AddNumberToObject(cand, "evaluated", (double)rep.evaluated);
         cJSON_AddNumberToObject(cand, "measured", (double)rep.measured);
@@ -637,8 +770,10 @@ static int cmd_op(const char *op, int argc, char **argv)
         if (rep.space > 0) cJSON_AddNumberToObject(cand, "space", (double)rep.space);
         cJSON_AddNumberToObject(cand, "space_total", (double)rep.space_total);
         cJSON_AddNumberToObject(cand, "seeds", (double)rep.seeds);
+        cJSON_AddNumberToObject(cand, "slow_stopped", (double)rep.slow_stopped);
         cJSON_AddStringToObject(j, "cache", rep.cache_hit ? "hit" : "miss");
         add_number(j, "seconds", "%.3f", rep.seconds);
+        if (!rep.cache_hit) budget_json(j, &rep);
         cJSON_AddBoolToObject(j, "complete", s == AT_OK);
         print_json(j);
     } else {
@@ -658,7 +793,20 @@ static int cmd_op(const char *op, int argc, char **argv)
             printf("  seeds       %" PRId64
                    " tried first (from the databases on the search path)\n",
                    rep.seeds);
-        printf("  wall time   %.2f s\n", rep.seconds);
+        if (rep.slow_stopped)
+            printf("  stopped     %" PRId64 " candidate%s at the slowdown limit (recorded as "
+                   "timeouts)\n",
+                   rep.slow_stopped, rep.slow_stopped == 1 ? "" : "s");
+        if (rep.proxy_problem[0])
+            printf("  proxy       %" PRId64 " candidates timed on %s, %" PRId64
+                   " of its best confirmed here\n",
+                   rep.proxy_evaluated, rep.proxy_problem, rep.proxy_confirmed);
+        if (!rep.cache_hit && rep.estimate_s > 0)
+            printf("  estimate    ~%.3g s per candidate before any was measured\n", rep.estimate_s);
+        printf("  wall time   %.2f s", rep.seconds);
+        if (!rep.cache_hit && rep.budget_s > 0) printf(" of a %.0f s budget", rep.budget_s);
+        if (!rep.cache_hit && rep.overrun_s > 0) printf(" (over by %.2f s)", rep.overrun_s);
+        printf("\n");
     }
 done:
     at_context_destroy(ctx);
@@ -672,6 +820,8 @@ static const char TUNE_HELP[] =
     "usage: autotune tune --shapes FILE [--budget N|Ns] [--total-budget N|Ns] [--shard I/N]\n"
     "                     [--dry-run] [--json] [--db PATH] [--backend B] [--device I]\n"
     "                     [--template NAME] [--strategy NAME] [--seed S] [--no-improve N]\n"
+    "                     [--run-limit S] [--slowdown-limit R] [--progress M] [--quiet]\n"
+    "                     [--no-proxy]\n"
     "\n"
     "Tunes every problem of a shape list into the database, in list order. A problem already\n"
     "tuned is a cache hit (nothing measured), so a list run again after an interrupt resumes\n"
@@ -694,11 +844,13 @@ static const char TUNE_HELP[] =
     "  --dry-run            print the problems' keys (after --shard), one a line, and exit\n"
     "  --json               one JSON object on stdout: device, problems [{index, key, problem,\n"
     "                       status (ok|failed|interrupted|skipped|pending), cache (hit|miss),\n"
-    "                       best {config, time_us, gflops}, evaluated, measured, seconds, "
-    "error}],\n"
-    "                       complete\n"
-    "  --db, --backend, --device, --template, --strategy, --seed, --no-improve\n"
+    "                       best {config, time_us, gflops} (null when none), evaluated,\n"
+    "                       measured, seconds, budget, estimate, error}], complete; printed\n"
+    "                       also after an interrupt\n"
+    "  --db, --backend, --device, --template, --strategy, --seed, --no-improve, --run-limit,\n"
+    "  --slowdown-limit, --progress, --no-proxy\n"
     "                       as for `autotune gemm --help`\n"
+    "  --quiet              print nothing on stderr but errors (not the problems' lines either)\n"
     "\n"
     "Under MPI, `mpirun -n R autotune tune --shapes FILE` spreads the problems over R ranks:\n"
     "rank 0 hands them out as ranks ask, tunes too, and is the only one writing the database;\n"
@@ -780,8 +932,9 @@ static int list_take(void *user, int rank, size_t *i, int64_t *max_evals, double
             e->state = P_DONE;
             e->skipped = 1;
             l->done++;
-            fprintf(stderr, "[%zu/%zu] %s  skipped: the total budget is spent\n", *i + 1, l->n,
-                    l->all.keys[l->index[*i]]);
+            if (!l->o->quiet)
+                fprintf(stderr, "[%zu/%zu] %s  skipped: the total budget is spent\n", *i + 1, l->n,
+                        l->all.keys[l->index[*i]]);
             continue;
         }
         e->state = P_RUNNING;
@@ -806,6 +959,10 @@ static void list_done(void *user, size_t i, int rank, const tune_outcome *out)
     l->held -= e->held;
     l->spent += out->rep.measured;
     l->done++;
+    if (l->o->quiet) { /* nothing but errors */
+        pthread_mutex_unlock(&l->lock);
+        return;
+    }
     /* The line in pieces: the lock keeps other lines out of it. */
     const at_tune_report *r = &out->rep;
     fprintf(stderr, "[%zu/%zu] %s", i + 1, l->n, l->all.keys[l->index[i]]);
@@ -841,14 +998,15 @@ static void list_tune(void *user, at_context *ctx, size_t i, int64_t max_evals, 
                       tune_outcome *out)
 {
     tune_list *l = user;
-    progress_state ps = {l->tty};
+    progress_state ps = progress_of(l->o, l->tty);
+    ps.last = at_now(); /* each problem has its line: a plain one only for a problem past 5 s */
     at_tune_options to = l->base;
+    run_from_opts(l->o, &ps, &to);
     to.max_evals = max_evals;
     to.max_seconds = max_seconds;
-    to.progress_user = &ps;
     memset(out, 0, sizeof *out);
     out->status = at_tune(ctx, l->all.problems[l->index[i]], &to, &out->rep, NULL);
-    if (ps.tty) fprintf(stderr, "\r\033[K");
+    if (ps.mode == PROGRESS_LIVE) fprintf(stderr, "\r\033[K");
     if (out->status != AT_OK)
         snprintf(out->error, sizeof out->error, "%s", at_context_last_error(ctx));
 }
@@ -902,6 +1060,7 @@ static void list_json(const tune_list *l, at_context *ctx, int ranks, int comple
         cJSON_AddNumberToObject(pj, "evaluated", (double)r->evaluated);
         cJSON_AddNumberToObject(pj, "measured", (double)r->measured);
         add_number(pj, "seconds", "%.3f", r->seconds);
+        if (!r->cache_hit) budget_json(pj, r);
         if (e->out.status != AT_OK) cJSON_AddStringToObject(pj, "error", e->out.error);
         evaluated += r->evaluated;
         measured += r->measured;
@@ -937,8 +1096,10 @@ static int cmd_tune(int argc, char **argv)
                                      {OPT("dry-run", OPT_FLAG, dry_run)},
                                      {OPT("db", OPT_STR, db)},
                                      {OPT("json", OPT_FLAG, json)},
+                                     RUN_OPTS,
                                      {0}};
-    opts o = {.device = -1}; /* -1: --device not given (under MPI each rank picks its own) */
+    /* -1: --device, --slowdown-limit not given (under MPI each rank picks its own device) */
+    opts o = {.device = -1, .slowdown_limit = -1};
     char *pos[1];
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 0, &npos);
     if (rc) return rc;
@@ -1018,7 +1179,6 @@ static int cmd_tune(int argc, char **argv)
     }
     search_from_opts(&o, &l.base);
     l.base.template_name = o.tmpl;
-    l.base.progress = on_progress;
     l.base.cancel = &g_cancel;
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
