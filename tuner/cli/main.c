@@ -222,14 +222,6 @@ static int scan_decimal(const char *s, uint64_t *out)
     return 1;
 }
 
-/* The length of the D+(.D+)? that s starts with (D a decimal digit); 0 if it does not. */
-static size_t scan_fixed(const char *s)
-{
-    size_t n = strspn(s, "0123456789"), f;
-    if (n && s[n] == '.' && (f = strspn(s + n + 1, "0123456789"))) n += 1 + f;
-    return n;
-}
-
 /* Reads the value of one option into o; a usage error naming it when the value is bad. */
 static int set_opt(const opt_spec *sp, const char *val, opts *o)
 {
@@ -261,18 +253,11 @@ static int set_opt(const opt_spec *sp, const char *val, opts *o)
                                (unsigned long long)UINT64_MAX);
         return 0;
     case OPT_BUDGET: {
-        /* N evaluations, or Ns (N.Ns) seconds. */
-        size_t n = scan_fixed(val);
-        int secs = n && val[n] == 's' && !val[n + 1];
-        x = n && (secs || (!val[n] && !strchr(val, '.'))) ? strtod(val, NULL) : 0;
-        if (!(x > 0) || x > 1e9)
+        budget *b = (budget *)field;
+        if (at_parse_budget(val, &b->evals, &b->seconds))
             return usage_error("--%s '%s' is not a count of evaluations (N >= 1) or of "
                                "seconds (Ns, e.g. 90s)",
                                sp->name, val);
-        if (secs)
-            ((budget *)field)->seconds = x;
-        else
-            ((budget *)field)->evals = (int64_t)x;
         return 0;
     }
     case OPT_REAL: {
