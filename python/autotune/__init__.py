@@ -97,6 +97,15 @@ class Context:
         """The user's database (the first on the search path)."""
         return text(lib.at_context_database(self.handle, 0))
 
+    @property
+    def databases(self):
+        """The search path: the user's database, then the read-only layers (the package's
+        shipped databases last)."""
+        out = []
+        while lib.at_context_database(self.handle, len(out)) is not None:
+            out.append(text(lib.at_context_database(self.handle, len(out))))
+        return out
+
     def synchronize(self):
         self.check(lib.at_context_synchronize(self.handle))
 

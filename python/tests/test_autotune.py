@@ -148,6 +148,17 @@ def test_get_answers_from_the_database(tuned):
     assert info["time_us"] == report.best_time_us
 
 
+def test_shipped_databases_are_the_packages(ctx, tmp_path, monkeypatch):
+    # The library finds the bundles installed next to it in the package (CMakeLists.txt).
+    shipped = Path(autotune.__file__).parent / "share" / "autotune" / "db"
+    bundles = sorted(str(p) for p in shipped.glob("*.jsonl.gz"))
+    assert bundles, f"no bundle in {shipped}"
+    monkeypatch.delenv("AUTOTUNE_SHIPPED_DB", raising=False)
+    monkeypatch.delenv("AUTOTUNE_DB_PATH", raising=False)
+    with autotune.Context(db=tmp_path / "other") as c:
+        assert c.databases == [str(tmp_path / "other")] + bundles
+
+
 def test_get_without_an_entry_is_not_found(ctx):
     with pytest.raises(autotune.Error) as e:
         autotune.get(31, 7, 5, ctx=ctx, no_fallback=True)
