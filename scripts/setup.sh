@@ -10,7 +10,7 @@ PACKAGES=(
   build-essential cmake pkg-config liblmdb-dev lmdb-utils libyaml-dev ocl-icd-opencl-dev
   opencl-headers pocl-opencl-icd clinfo libcmocka-dev libcjson-dev zlib1g-dev libmsgpack-dev
   libamdhip64-dev libhiprtc-builtins5 libamd-comgr2 rocm-device-libs clang libclang-rt-14-dev
-  libopenmpi-dev openmpi-bin groff-base
+  libopenmpi-dev openmpi-bin groff-base python3-venv python3-pip
 )
 LOCK_WAIT=600 # seconds
 

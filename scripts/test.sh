@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# test.sh — sets up, builds with -Werror and runs the whole test suite (ctest), then the unit
-# and device tests once more under AddressSanitizer and UndefinedBehaviorSanitizer.
+# test.sh — sets up, builds with -Werror and runs the whole test suite (ctest) and the Python
+# package's tests (pytest), then the unit and device tests once more under AddressSanitizer and
+# UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CMAKE_ARGS="-DAT_WERROR=ON ${CMAKE_ARGS:-}" scripts/setup.sh
 # `ctest -L slow` (larger compile sweeps for the GPU targets) is left out here; run it by hand.
 ctest --test-dir build --output-on-failure -j2 -LE slow
+
+# The Python package (pyproject.toml) as a user installs it, `pip install .` into a fresh venv
+# (it compiles the library once more, Release), then its tests (python/tests) on PoCL.
+rm -rf build/pyenv
+python3 -m venv build/pyenv
+CMAKE_BUILD_PARALLEL_LEVEL=2 build/pyenv/bin/pip install -q --disable-pip-version-check \
+  "./[plot]" pytest
+build/pyenv/bin/pytest -q python/tests
 
 # The sanitizer build runs the unit tests and the device tests (OpenCL on PoCL). The OpenCL
 # runtime is not instrumented and keeps memory until exit by design: tests/lsan.supp suppresses
