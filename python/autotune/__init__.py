@@ -266,6 +266,12 @@ class TuneReport:
     template_name: str
     seeds: int
     seconds: float
+    budget_s: float
+    overrun_s: float
+    estimate_s: float
+    proxy_problem: str
+    proxy_evaluated: int
+    proxy_confirmed: int
 
 
 def _budget(budget):
@@ -318,7 +324,7 @@ def gemm(m, n, k=None, dtype="f32", layout="nn", budget=None, strategy=None, see
         kernel = Kernel(ctx, handle, p)
     r = {f: getattr(report, f) for f in TuneReport.__dataclass_fields__}
     r.update(best_config=text(report.best_config), template_name=text(report.template_name),
-             cache_hit=bool(report.cache_hit))
+             cache_hit=bool(report.cache_hit), proxy_problem=text(report.proxy_problem))
     return kernel, TuneReport(**r)
 
 

@@ -71,7 +71,11 @@ class TuneOptions(Structure):
         ("no_improve", c_int64),
         ("replay_db", c_char_p),
         ("template_name", c_char_p),
-        ("reserved", c_void_p * 8),
+        ("run_limit_s", c_double),
+        ("slowdown_limit", c_double),
+        ("on_candidate", c_void_p),
+        ("no_proxy", c_int),
+        ("reserved", c_void_p * 4),
     ]
 
 
@@ -91,7 +95,15 @@ class TuneReport(Structure):
         ("template_name", c_char * 64),
         ("best_gbytes_per_s", c_double),
         ("seeds", c_int64),
-        ("reserved", c_int64 * 15),
+        ("budget_s", c_double),
+        ("overrun_s", c_double),
+        ("estimate_s", c_double),
+        ("budget_stopped", c_int64),
+        ("slow_stopped", c_int64),
+        ("proxy_problem", c_char * 48),
+        ("proxy_evaluated", c_int64),
+        ("proxy_confirmed", c_int64),
+        ("reserved", c_int64 * 2),
     ]
 
 

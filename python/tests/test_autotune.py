@@ -125,6 +125,9 @@ def test_tune_then_run_on_numpy(tuned):
     assert report.evaluated == 3 and report.measured == 3 and not report.cache_hit
     assert report.best_config == kernel.config and report.best_time_us > 0
     assert report.template_name == kernel.template
+    # an evaluation budget: no seconds budget, no proxy, the struct read past its old end
+    assert report.budget_s == 0 and report.overrun_s == 0 and report.proxy_problem == ""
+    assert report.estimate_s > 0
     m, n, k = SHAPE
     a, b = operands((m, k), (k, n))
     np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-5)
