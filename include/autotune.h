@@ -416,7 +416,8 @@ at_status at_gemm_compile_space(const char *backend, const char *arch, const at_
 /* at_compile_space is the generic form (and takes a template name). */
 
 /* Visits the entries of a database table ("results", "best", "binaries", "meta") whose key
- * starts with prefix (NULL: all), as readable key and value text. Opens path read-only;
+ * starts with prefix (NULL: all), as readable key and value text. Opens path read-only (a
+ * database directory, or a bundle file read through its private copy, docs/shipping.md);
  * AT_ERR_DB, AT_ERR_DB_CORRUPT, AT_ERR_DB_VERSION with the detail in *why (may be NULL). A
  * damaged entry is skipped: on AT_OK, *why is "" or a warning naming what was skipped. */
 at_status at_db_visit(const char *path, const char *table, const char *prefix,

@@ -4,10 +4,13 @@
 #define _XOPEN_SOURCE 700
 #include "tuner/pipeline.h"
 
+#include "cache/bundle.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -1304,7 +1307,18 @@ at_status at_db_visit(const char *path, const char *table, const char *prefix,
                       char *why, size_t whylen)
 {
     visit_args a = {table, prefix, visit, user};
-    return at_db_read(path, visit_in, &a, why, whylen);
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || S_ISDIR(st.st_mode))
+        return at_db_read(path, visit_in, &a, why, whylen);
+    /* A bundle (a layer on the search path, or given as --db): its private copy. */
+    at_db *db = NULL;
+    at_status s = at_bundle_layer_open(path, &db, why, whylen);
+    if (s == AT_OK) s = visit_in(db, &a);
+    if (s != AT_OK && why) snprintf(why, whylen, "%s", at_errmsg());
+    if (s == AT_OK && why && whylen) why[0] = '\0';
+    if (s == AT_OK && why) at_db_skipped(db, why, whylen);
+    at_db_close(db);
+    return s;
 }
 
 char *at_db_default_location(void) { return at_db_default_path(); }

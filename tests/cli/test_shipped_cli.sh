@@ -40,6 +40,12 @@ export AUTOTUNE_SHIPPED_DB="$shipped"
   bad "--no-tune from the shipped folder: $(cat "$work/out.json" "$work/err")"
 "$AT" db list --table checks --db "$work/user" | grep -q 'gemm/f32/nt/16x512x3584|' &&
   ok "the first-use check is stored in the user's database" || bad "no check stored"
+# db show lists a bundle layer's entries (through its private copy), without a warning.
+"$AT" db show gemm/f32/nt/16x512x3584 >"$work/show" 2>&1
+grep -q '^best    gemm/f32/nt/16x512x3584|' "$work/show" && ! grep -q warning "$work/show" &&
+  ok "db show lists the shipped entry of the bundle layer" || bad "db show: $(head -c 600 "$work/show")"
+"$AT" db list --db "${bundles[0]}" | grep -q '^gemm/f32/nt/16x512x3584|' &&
+  ok "db list reads a bundle given as --db" || bad "db list --db bundle: $("$AT" db list --db "${bundles[0]}" 2>&1 | head -3)"
 [ "$(md5sum "${bundles[@]}")" = "$sums" ] && [ -z "$(find "$shipped" -newer "$work/out.json")" ] &&
   ok "the shipped folder is not written" || bad "the shipped folder changed"
 finish
