@@ -1021,6 +1021,8 @@ static at_status layer_open(const char *bundle_path, at_db **out)
     if (!realpath(bundle_path, real) || stat(real, &st) != 0)
         return bad("cannot read bundle %s: %s", bundle_path, strerror(errno));
     if (S_ISDIR(st.st_mode)) return bad("%s is a directory, not a bundle", bundle_path);
+    /* A FIFO or a device would block the read or never end: a bundle is a file. */
+    if (!S_ISREG(st.st_mode)) return bad("%s is not a regular file, not a bundle", bundle_path);
     char *cache = at_cache_dir();
     char *dir = cache ? layer_dir(cache, real, &st) : NULL;
     free(cache);

@@ -676,6 +676,9 @@ const char *at_kernel_template(const at_kernel *k);
 /* ---- errors ----------------------------------------------------------------------------- */
 
 const char *at_strerror(at_status s);
+/* The name of a fallback level, as the CLI's JSON writes it: "exact", "nearest-shape",
+ * "default", "tuned", "same-arch", "vendor"; "?" for another value. */
+const char *at_source_name(at_source s);
 /* The library's version ("0.2.0"); AT_VERSION_STRING is the header's. */
 const char *at_version(void);
 /* The database schema this library writes, "major.minor" ("2.0"): it reads any older schema

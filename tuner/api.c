@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -58,6 +59,24 @@ const char *at_strerror(at_status s)
 }
 
 const char *at_version(void) { return AT_VERSION_STRING; }
+
+const char *at_source_name(at_source s)
+{
+    static const char *const names[] = {"exact", "nearest-shape", "default",
+                                        "tuned", "same-arch",     "vendor"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
+}
+
+void at_log(const at_context *ctx, int level, const char *fmt, ...)
+{
+    if (!ctx || level > ctx->log_level) return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "autotune: %s\n", line);
+}
 
 #define AT_STR_(x) #x
 #define AT_STR(x)  AT_STR_(x)
@@ -259,7 +278,16 @@ static at_status pick_backend(at_backend_kind kind, const at_backend_ops **out)
 /* The environment's controls (README, "Environment"), in the spirit of PyTorch TunableOp's. */
 static at_status read_environment(at_context *ctx)
 {
-    const char *tuning = getenv("AUTOTUNE_TUNING"), *budget = getenv("AUTOTUNE_BUDGET");
+    const char *tuning = getenv("AUTOTUNE_TUNING"), *budget = getenv("AUTOTUNE_BUDGET"),
+               *log = getenv("AUTOTUNE_LOG");
+    if (log && *log) {
+        if (strlen(log) != 1 || log[0] < '0' || log[0] > '2')
+            return at_fail(AT_ERR_INVALID_ARG,
+                           "AUTOTUNE_LOG='%s' is not 0 (quiet), 1 (lookups and tuning runs) or 2 "
+                           "(also every candidate)",
+                           log);
+        ctx->log_level = log[0] - '0';
+    }
     if (tuning && *tuning) {
         if (strcmp(tuning, "0") && strcmp(tuning, "1"))
             return at_fail(AT_ERR_INVALID_ARG,
@@ -817,13 +845,20 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
         rep->best_max_rel_error = b->max_rel_error;
         snprintf(rep->best_config, sizeof rep->best_config, "%s", b->config);
         snprintf(config, sizeof config, "%s", b->config);
+        at_log(ctx, 1, "tune %s: from %s, %s (%.3f us as recorded)", a.info.problem_key,
+               a.info.database, b->config, b->time_us);
     } else if (s == AT_OK) {
+        char pkey[256];
+        p->op->key(p->data, pkey, sizeof pkey);
         s = at_template_for(p, &ctx->info, o.template_name, &t);
+        if (s == AT_OK)
+            at_log(ctx, 1,
+                   "tune %s: template %s on %s, strategy %s, budget %lld evaluations / %g s", pkey,
+                   t->name, ctx->info.key, o.strategy ? o.strategy : at_tune_strategies()[0],
+                   (long long)o.max_evals, o.max_seconds);
         /* Candidates run in a worker process: a fault is recorded against the candidate that
          * made it, and the worker replaced (tuner/worker.c). */
         if (s == AT_OK) s = at_pipeline_tune(ctx, t, p, &o, rep, config, sizeof config);
-        char pkey[256];
-        p->op->key(p->data, pkey, sizeof pkey);
         if (!o.replay_db) { /* the answers may have changed; this problem's kernels too */
             char sig[768], kprefix[800];
             at_problem_signature(p, sig, sizeof sig);
@@ -852,6 +887,12 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
     rep->seconds = at_now() - t0;
     if (rep->budget_s > 0 && rep->seconds > rep->budget_s)
         rep->overrun_s = rep->seconds - rep->budget_s;
+    if (!rep->cache_hit && rep->evaluated)
+        at_log(ctx, 1,
+               "tuned: %s, %.3f us (%lld evaluated, %lld measured, %lld failed) in %.1f s: %s",
+               rep->best_config[0] ? rep->best_config : "no best", rep->best_time_us,
+               (long long)rep->evaluated, (long long)rep->measured, (long long)rep->failed,
+               rep->seconds, s == AT_OK ? "ok" : at_strerror(s));
     return at_ctx_fail(ctx, s);
 }
 
@@ -872,6 +913,12 @@ static at_status lookup(at_context *ctx, const at_problem *p, const char *sig, u
             s = chain(ctx, p, LV_EXACT, f ? LV_EXACT : LV_DEFAULT, NULL, &a);
             at_template_free(a.t);
             if (s == AT_OK) *out = a.info;
+            if (s == AT_OK && ctx->log_level >= 1) {
+                p->op->key(p->data, pkey, sizeof pkey);
+                at_log(ctx, 1, "lookup %s: %s %s, %s%s%s (%s)", pkey, at_source_name(a.info.source),
+                       a.info.problem_key, a.info.config, a.info.database[0] ? " from " : "",
+                       a.info.database, a.info.validated ? "checked here" : "as recorded");
+            }
             if (s == AT_OK || s == AT_ERR_NOT_FOUND) memo_put(ctx, key, s, &a.info, NULL);
         }
         slow_unlock(ctx);
@@ -1302,14 +1349,25 @@ static at_status visit_in(at_db *db, void *arg)
     return at_db_scan(db, a->table, a->prefix, a->visit, a->user);
 }
 
+/* 1 if path is a regular file that starts as a bundle does (gzip's magic, or a JSON line); a
+ * FIFO, a directory or any other file is left to at_db_read, which says what it is. */
+static int is_bundle_file(const char *path)
+{
+    struct stat st;
+    unsigned char head[2] = {0};
+    if (!path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    return (n == 2 && head[0] == 0x1f && head[1] == 0x8b) || (n >= 1 && head[0] == '{');
+}
+
 at_status at_db_visit(const char *path, const char *table, const char *prefix,
                       int (*visit)(void *user, const char *key, const char *value), void *user,
                       char *why, size_t whylen)
 {
     visit_args a = {table, prefix, visit, user};
-    struct stat st;
-    if (!path || stat(path, &st) != 0 || S_ISDIR(st.st_mode))
-        return at_db_read(path, visit_in, &a, why, whylen);
+    if (!is_bundle_file(path)) return at_db_read(path, visit_in, &a, why, whylen);
     /* A bundle (a layer on the search path, or given as --db): its private copy. */
     at_db *db = NULL;
     at_status s = at_bundle_layer_open(path, &db, why, whylen);

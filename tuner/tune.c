@@ -263,6 +263,9 @@ static at_status device_next(at_evaluator *e, double best_us, size_t *c, at_resu
          * fails stops the run with its cause. */
         st = key ? at_db_put_results(d->ctx->db, 1, &key, rec) : AT_ERR_INVALID_ARG;
         if (st == AT_OK) stored(d->ctx, "results", key, rec, NULL, NULL);
+        at_log(d->ctx, 2, "candidate %s: %s, %.3f us%s%s", j->config,
+               at_result_status_name(rec->status), rec->median_us, rec->reason[0] ? ": " : "",
+               rec->reason);
     }
     free(key);
     if (st == AT_OK && rec->status == AT_RS_OK && (best_us <= 0 || rec->median_us < best_us)) {

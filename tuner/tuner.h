@@ -25,6 +25,7 @@ struct at_context {
      * tunes, at_tune answers only from the databases) and AUTOTUNE_BUDGET (the default budget
      * of a tuning run given none; 0 and 0: the search's own default). */
     int no_tuning;
+    int log_level; /* AUTOTUNE_LOG: 0 quiet, 1 lookups and tuning runs, 2 every candidate */
     int64_t env_evals;
     double env_seconds;
     char last_error[4096];
@@ -37,6 +38,10 @@ struct at_context {
     void (*on_store)(void *user, const char *table, const char *key, const char *value_text);
     void *on_store_user;
 };
+
+/* A line on stderr ("autotune: ...") when level <= the context's AUTOTUNE_LOG level. */
+void at_log(const at_context *ctx, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Records the thread's last detailed message on the context and returns s. */
 at_status at_ctx_fail(at_context *ctx, at_status s);

@@ -330,7 +330,7 @@ def gemm(m, n, k=None, dtype="f32", layout="nn", budget=None, strategy=None, see
 
 def _lookup_dict(info):
     return {
-        "source": _lib.SOURCES[info.source],
+        "source": text(lib.at_source_name(info.source)),
         "database": text(info.database),
         "device_key": text(info.device_key),
         "problem_key": text(info.problem_key),
@@ -346,8 +346,9 @@ def get(m, n, k=None, dtype="f32", layout="nn", ctx=None, alpha=None, beta=None,
         allow_tune=False, no_fallback=False):
     """The kernel at_get finds for the problem: the tuned entry, else (allow_tune) tuned now,
     else (unless no_fallback) the nearest tuned shape ... the default config. Returns
-    (Kernel, info): info is at_kernel_info as a dict (source "hit", "nearest", "default",
-    "tuned", "same_arch" or "vendor"; database, config, time_us, ...)."""
+    (Kernel, info): info is at_kernel_info as a dict (source as the command's JSON names it,
+    at_source_name: "exact", "nearest-shape", "same-arch", "vendor", "default" or "tuned";
+    database, config, time_us, ...)."""
     ctx = _context(ctx)
     flags = (_lib.GET_ALLOW_TUNE if allow_tune else 0) | (_lib.GET_NO_FALLBACK if no_fallback else 0)
     handle = ctypes.c_void_p()

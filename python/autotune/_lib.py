@@ -38,7 +38,6 @@ STATUS_NAMES = {
     -17: "AT_ERR_DEVICE_LOST",
 }
 BACKENDS = {None: 0, "auto": 0, "cuda": 1, "hip": 2, "opencl": 3}
-SOURCES = ["hit", "nearest", "default", "tuned", "same_arch", "vendor"]  # at_source
 GET_ALLOW_TUNE, GET_NO_FALLBACK = 1, 2
 
 
@@ -179,6 +178,7 @@ P = c_void_p  # opaque handles: at_context*, at_problem*, at_kernel*, at_buffer*
 _SIGNATURES = {
     "at_version": (c_char_p, []),
     "at_strerror": (c_char_p, [c_int]),
+    "at_source_name": (c_char_p, [c_int]),
     "at_context_create": (c_int, [POINTER(ContextOptions), POINTER(P)]),
     "at_context_destroy": (None, [P]),
     "at_context_last_error": (c_char_p, [P]),

@@ -144,7 +144,7 @@ def test_tuning_again_is_a_cache_hit(tuned):
 def test_get_answers_from_the_database(tuned):
     ctx, _, report = tuned
     kernel, info = autotune.get(*SHAPE, ctx=ctx)
-    assert info["source"] == "hit"
+    assert info["source"] == "exact"
     assert info["database"] == ctx.database and Path(ctx.database).name == "db"
     assert info["problem_key"] == "gemm/f32/nn/33x17x29"
     assert info["config"] == kernel.config == report.best_config

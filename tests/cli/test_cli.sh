@@ -565,6 +565,25 @@ AUTOTUNE_BACKEND=metal reject 2 "unknown backend 'metal' \(AUTOTUNE_BACKEND or -
 AUTOTUNE_BACKEND=' opencl' reject 2 "unknown backend ' opencl'" -- space gemm --db "$t"
 reject 2 "unknown command '-x'" -- -x
 reject 2 "unknown command 'GEMM'" -- GEMM --m 8 --n 8
+# The environment's controls: AUTOTUNE_LOG's lines, AUTOTUNE_TUNING=0, bad values (exit 2).
+if "$AT" devices | grep -qE "opencl +available"; then
+  AUTOTUNE_LOG=2 "$AT" gemm --m 9 --n 7 --k 5 --budget 2 --strategy random --db "$work/envdb" \
+    >/dev/null 2>"$work/log"
+  [ "$(grep -c '^autotune: candidate ' "$work/log")" -eq 2 ] &&
+    grep -q '^autotune: tune gemm/f32/nn/9x7x5: template gemm' "$work/log" &&
+    grep -q '^autotune: tuned: .* (2 evaluated, 2 measured' "$work/log" &&
+    ok "AUTOTUNE_LOG=2: the run, each candidate, the result" || bad "AUTOTUNE_LOG=2: $(cat "$work/log")"
+  AUTOTUNE_LOG=1 "$AT" gemm --m 9 --n 8 --k 5 --no-tune --db "$work/envdb" 2>&1 >/dev/null |
+    grep -q '^autotune: lookup gemm/f32/nn/9x8x5: nearest-shape gemm/f32/nn/9x7x5' &&
+    ok "AUTOTUNE_LOG=1: a lookup and where it came from" || bad "AUTOTUNE_LOG=1 lookup"
+  AUTOTUNE_TUNING=0 reject 1 "tuning is off \(AUTOTUNE_TUNING=0\)" -- gemm --m 9 --n 8 --k 5 --db "$work/envdb"
+  AUTOTUNE_TUNING=0 expect 0 "9x7x5" -- gemm --m 9 --n 7 --k 5 --db "$work/envdb"
+else
+  skip "AUTOTUNE_LOG and AUTOTUNE_TUNING: no OpenCL device"
+fi
+AUTOTUNE_LOG=3 reject 2 "AUTOTUNE_LOG='3' is not 0" -- gemm --m 8 --n 8 --db "$t"
+AUTOTUNE_TUNING=no reject 2 "AUTOTUNE_TUNING='no'" -- gemm --m 8 --n 8 --db "$t"
+AUTOTUNE_BUDGET=1.5 reject 2 "AUTOTUNE_BUDGET='1.5'" -- gemm --m 8 --n 8 --db "$t"
 [ "$signalled" -eq 0 ] && ok "none of $rejected bad inputs ended with a signal" ||
   bad "$signalled of $rejected bad inputs ended with a signal"
 

@@ -450,18 +450,10 @@ static int open_context(const at_context_options *co, at_context **ctx)
     return rc;
 }
 
-/* The names of the fallback chain's levels (docs/shipping.md), by at_source. */
-static const char *source_name(at_source s)
-{
-    static const char *const names[] = {"exact", "nearest-shape", "default",
-                                        "tuned", "same-arch",     "vendor"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
-}
-
 /* One answer of the chain as JSON (source, database, from_device, problem_key, config, ...). */
 static void lookup_json(cJSON *j, const at_lookup_info *in)
 {
-    cJSON_AddStringToObject(j, "source", source_name(in->source));
+    cJSON_AddStringToObject(j, "source", at_source_name(in->source));
     cJSON_AddStringToObject(j, "database", in->database);
     cJSON_AddStringToObject(j, "from_device", in->device_key);
     cJSON_AddStringToObject(j, "from_problem", in->problem_key);
@@ -491,7 +483,7 @@ static int print_lookup(at_context *ctx, const at_problem *p, const op_fields *f
     problem_title(p, title, sizeof title);
     printf("%s on %s (%s)  [not tuned: --no-tune]\n", title, at_context_device_name(ctx),
            at_context_backend(ctx));
-    printf("  source      %s%s\n", source_name(in.source),
+    printf("  source      %s%s\n", at_source_name(in.source),
            in.validated ? " (checked on this device)" : "");
     if (in.source != AT_SOURCE_DEFAULT) {
         printf("  database    %s\n", in.database);
@@ -1632,7 +1624,7 @@ static int db_show(const opts *o, const char *prefix)
         static const at_source levels[5] = {AT_SOURCE_HIT, AT_SOURCE_NEAREST, AT_SOURCE_SAME_ARCH,
                                             AT_SOURCE_VENDOR, AT_SOURCE_DEFAULT};
         for (int i = 0; i < 5; i++) {
-            printf("  %-14s ", source_name(levels[i]));
+            printf("  %-14s ", at_source_name(levels[i]));
             if (!found[i])
                 printf("none\n");
             else if (levels[i] == AT_SOURCE_DEFAULT)
