@@ -28,22 +28,7 @@
 
 /* ---- the hardware model, from the ISA's description (not from the template) ---------------- */
 
-/* One MFMA x MFMA x (kl * 64/MFMA) instruction: fa[lane*4 + t], fb[lane*4 + t] are the lanes'
- * operand registers, acc[lane*nacc + reg] the accumulators. A(i, k) is in lane i + MFMA*(k/kl),
- * element k % kl; B(k, j) in lane j + MFMA*(k/kl); D(i, j) in lane j + MFMA*((i/4) % G),
- * register (i / (4G))*4 + i % 4, with G = 64 / MFMA. */
-static void hw_mfma(int mfma, int kl, const float *fa, const float *fb, float *acc)
-{
-    const int g = 64 / mfma, ki = kl * g, nacc = mfma * mfma / 64;
-    for (int i = 0; i < mfma; i++)
-        for (int j = 0; j < mfma; j++) {
-            double d = 0;
-            for (int k = 0; k < ki; k++)
-                d += (double)fa[(i + mfma * (k / kl)) * 4 + k % kl] *
-                     fb[(j + mfma * (k / kl)) * 4 + k % kl];
-            acc[(j + mfma * ((i / 4) % g)) * nacc + (i / (4 * g)) * 4 + i % 4] += (float)d;
-        }
-}
+#include "tests/unit/mfma_hw.h"
 
 /* The kernel's 16-bit rounding of P (nearest even): bf16 by bits, f16 through _Float16. */
 static float round16(float x, int bf16)
