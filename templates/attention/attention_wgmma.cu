@@ -118,39 +118,9 @@
 #include "../common/cuda_splitk.h" /* split-KV workspace atomics */
 #include "../common/cuda_wgmma.h"  /* wgmma, its fences, layouts and descriptors */
 
-/* ---- PTX primitives -------------------------------------------------------------------------- */
-#ifndef AT_PTX_EMULATE
-/* The value of lane (this lane ^ mask) of the warp; every lane takes part. */
-INLINE float at_shfl_xor(const float v, const int mask)
-{
-    float r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n"
-                 : "=f"(r)
-                 : "f"(v), "r"(mask));
-    return r;
-}
-/* 2^x and log2(x), one MUFU instruction each (2^-inf = 0) */
-INLINE float at_exp2(const float x)
-{
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-    return r;
-}
-INLINE float at_log2(const float x)
-{
-    float r;
-    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-    return r;
-}
-INLINE float at_neg_inf() { return __int_as_float((int)0xff800000u); }
-/* lo and hi rounded to the element type (nearest even), lo in the low half: one cvt */
-INLINE unsigned at_pack2(const float lo, const float hi)
-{
-    unsigned r;
-    asm("cvt.rn." AT_MMA_TYPE "x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-#else
+/* ---- PTX primitives: shuffle, exp2, log2, -inf, packing (common/cuda_warp.h) ----------------- */
+#include "../common/cuda_warp.h"
+#ifdef AT_PTX_EMULATE
 INLINE unsigned at_pack2(const float lo, const float hi)
 {
     return (unsigned)at_from_f32(lo) | ((unsigned)at_from_f32(hi) << 16);

@@ -1,6 +1,6 @@
 /* cuda_mma.h — warp-level tensor-core primitives of the CUDA templates (sm_80 and later):
- * ldmatrix, mma.sync m16n8k16 on 16-bit operands (DT picks f16 or bf16) with f32 accumulators,
- * the butterfly shuffle, exp2 and the packing of two f32 into one 16-bit pair register.
+ * ldmatrix and mma.sync m16n8k16 on 16-bit operands (DT picks f16 or bf16) with f32
+ * accumulators; with them the warp primitives of cuda_warp.h (shuffle, exp2, packing).
  * Needs at_saddr (cuda_async.h) and AT_MMA_TYPE (cuda_f16.h) first.
  *
  * Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16"), lane l, g = l / 4,
@@ -15,6 +15,8 @@
  * a template (tests/unit/mma_emu/emu.h). */
 #ifndef AT_CUDA_MMA_H
 #define AT_CUDA_MMA_H
+
+#include "cuda_warp.h"
 
 #ifndef AT_PTX_EMULATE
 /* ldmatrix.x4: lane l supplies the address of row (l & 7) of matrix l >> 3; register q receives
@@ -42,38 +44,6 @@ INLINE void at_mma(float *d, const unsigned *a, const unsigned *b)
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-
-/* v of lane (this lane ^ mask), the whole warp taking part. */
-INLINE float at_shfl_xor(const float v, const int mask)
-{
-    float r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n"
-                 : "=f"(r)
-                 : "f"(v), "r"(mask));
-    return r;
-}
-
-/* 2^x, one MUFU.EX2 (relative error ~2^-22; -inf gives +0, denormal results flush to 0). */
-INLINE float at_exp2(const float x)
-{
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
-
-/* lo and hi rounded to nearest even, packed: lo in bits 0-15, hi in 16-31 (one cvt). */
-INLINE unsigned at_pack2(const float lo, const float hi)
-{
-    unsigned r;
-#if DT
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-    return r;
-}
-
-INLINE float at_neg_inf() { return __int_as_float(0xff800000); }
 
 #endif /* AT_PTX_EMULATE */
 
