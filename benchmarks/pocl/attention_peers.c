@@ -21,7 +21,8 @@
  * clFinish; the median is reported. Causal alignment is bottom-right, as autotune's
  * (docs/attention.md).
  *
- * Built by CMake (target attention_peers) against the library and libOpenCL. */
+ * Built by CMake (target attention_peers) against the library (its clock and sort helpers too)
+ * and libOpenCL. */
 #define _POSIX_C_SOURCE          200809L
 #define CL_TARGET_OPENCL_VERSION 120
 #include <math.h>
@@ -29,11 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <CL/cl.h>
 
 #include "autotune.h"
+#include "base/util.h" /* at_now, at_cmp_double */
 
 #define MIN_RUNS 3
 
@@ -59,19 +60,6 @@
     } while (0)
 
 static at_context *ctx; /* for AT_CHECK's message */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Deterministic inputs in [-1, 1) (xorshift). */
 static void fill(float *x, size_t n, uint64_t seed)
@@ -174,13 +162,13 @@ static timing time_calls(call_fn fn, void *user, cl_command_queue queue, double 
     CL_CHECK(clFinish(queue));
     if (max_runs > 1024) max_runs = 1024;
     while (n < MIN_RUNS || (n < max_runs && total < min_s)) {
-        double t0 = now_s();
+        double t0 = at_now();
         fn(user);
         CL_CHECK(clFinish(queue));
-        t[n] = now_s() - t0;
+        t[n] = at_now() - t0;
         total += t[n++];
     }
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    qsort(t, (size_t)n, sizeof *t, at_cmp_double);
     timing r = {.runs = n, .min_ms = t[0] * 1e3, .max_ms = t[n - 1] * 1e3};
     r.median_ms = (n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2])) * 1e3;
     return r;
