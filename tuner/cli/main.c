@@ -1795,20 +1795,44 @@ static void print_counts(const char *title, const at_db_count *c, size_t n)
 }
 
 /* The coverage of a shape list: which of its problems have a best entry, on which devices. */
+/* The coverage of a shape list: which of its problems have a best entry, on which devices. */
+typedef struct keyed {
+    const char *key; /* a problem of the list */
+    size_t index;    /* its place in the list */
+} keyed;
+
 typedef struct coverage {
-    const char *prefix; /* "problem|" of the problem visited */
-    int hit;            /* the problem has a best entry */
-    char **devices;     /* every device key seen, with the problems covered on each */
+    keyed *sorted; /* the list's keys in order, for bsearch */
+    size_t n;
+    char *hit;      /* per problem of the list: it has a best entry */
+    char **devices; /* every device key seen, with the problems covered on each */
     int64_t *covered;
     size_t ndevices;
 } coverage;
 
+static int cmp_keyed(const void *a, const void *b)
+{
+    return strcmp(((const keyed *)a)->key, ((const keyed *)b)->key);
+}
+
+static int cmp_key_keyed(const void *key, const void *b)
+{
+    return strcmp(key, ((const keyed *)b)->key);
+}
+
+/* One best entry "problem|device": counted when the problem is in the list. */
 static int cover_entry(void *user, const char *key, const char *value)
 {
     (void)value;
     coverage *c = user;
-    const char *device = key + strlen(c->prefix);
-    c->hit = 1;
+    const char *bar = strchr(key, '|');
+    char problem[300];
+    if (!bar || (size_t)(bar - key) >= sizeof problem) return 0;
+    snprintf(problem, sizeof problem, "%.*s", (int)(bar - key), key);
+    const keyed *at = bsearch(problem, c->sorted, c->n, sizeof *c->sorted, cmp_key_keyed);
+    if (!at) return 0;
+    c->hit[at->index] = 1;
+    const char *device = bar + 1;
     size_t i = 0;
     while (i < c->ndevices && strcmp(c->devices[i], device) != 0) i++;
     if (i == c->ndevices) {
@@ -1824,21 +1848,26 @@ static int cover_entry(void *user, const char *key, const char *value)
     return 0;
 }
 
-/* Adds the coverage of the shape list in the database to j (JSON) or prints it. */
+/* Adds the coverage of the shape list in the database to j (JSON) or prints it: one scan of the
+ * best entries. */
 static int shapes_coverage(const opts *o, const at_shapes *l, cJSON *j)
 {
-    at_status s = AT_OK;
-    coverage c = {0};
+    coverage c = {.n = l->n};
     char why[4096] = "";
+    c.sorted = malloc((l->n + 1) * sizeof *c.sorted);
+    c.hit = calloc(l->n + 1, 1);
+    if (!c.sorted || !c.hit) {
+        free(c.sorted);
+        free(c.hit);
+        return fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    for (size_t i = 0; i < l->n; i++) c.sorted[i] = (keyed){l->keys[i], i};
+    qsort(c.sorted, l->n, sizeof *c.sorted, cmp_keyed);
+    at_status s = at_db_visit(o->db, "best", NULL, cover_entry, &c, why, sizeof why);
     cJSON *missing = cJSON_CreateArray();
     size_t covered = 0;
-    for (size_t i = 0; s == AT_OK && i < l->n; i++) {
-        char prefix[300];
-        snprintf(prefix, sizeof prefix, "%s|", l->keys[i]);
-        c.prefix = prefix;
-        c.hit = 0;
-        s = at_db_visit(o->db, "best", prefix, cover_entry, &c, why, sizeof why);
-        if (c.hit)
+    for (size_t i = 0; i < l->n; i++) {
+        if (c.hit[i])
             covered++;
         else
             cJSON_AddItemToArray(missing, cJSON_CreateString(l->keys[i]));
@@ -1869,6 +1898,8 @@ static int shapes_coverage(const opts *o, const at_shapes *l, cJSON *j)
     for (size_t i = 0; i < c.ndevices; i++) free(c.devices[i]);
     free(c.devices);
     free(c.covered);
+    free(c.sorted);
+    free(c.hit);
     return rc;
 }
 
