@@ -279,7 +279,7 @@ static at_status pick_backend(at_backend_kind kind, const at_backend_ops **out)
 static at_status read_environment(at_context *ctx)
 {
     const char *tuning = getenv("AUTOTUNE_TUNING"), *budget = getenv("AUTOTUNE_BUDGET"),
-               *log = getenv("AUTOTUNE_LOG");
+               *log = getenv("AUTOTUNE_LOG"), *ro = getenv("AUTOTUNE_DB_READONLY");
     if (log && *log) {
         if (strlen(log) != 1 || log[0] < '0' || log[0] > '2')
             return at_fail(AT_ERR_INVALID_ARG,
@@ -294,6 +294,17 @@ static at_status read_environment(at_context *ctx)
                            "AUTOTUNE_TUNING='%s' is not 0 (never tune) or 1 (tune when asked)",
                            tuning);
         ctx->no_tuning = tuning[0] == '0';
+        ctx->no_tuning_why = "AUTOTUNE_TUNING=0";
+    }
+    if (ro && *ro) {
+        if (strcmp(ro, "0") && strcmp(ro, "1"))
+            return at_fail(AT_ERR_INVALID_ARG,
+                           "AUTOTUNE_DB_READONLY='%s' is not 1 (never write the database) or 0",
+                           ro);
+        if (ro[0] == '1') {
+            ctx->db_readonly = ctx->no_tuning = 1;
+            ctx->no_tuning_why = "AUTOTUNE_DB_READONLY=1";
+        }
     }
     if (budget && *budget && at_parse_budget(budget, &ctx->env_evals, &ctx->env_seconds))
         return at_fail(AT_ERR_INVALID_ARG,
@@ -335,8 +346,18 @@ at_status at_context_create(const at_context_options *opts, at_context **out)
         if (!ctx->db_path) s = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     }
     /* A database this process cannot write still answers lookups: writes then fail with the
-     * reason (at_db_readonly_reason). */
-    if (s == AT_OK) s = at_db_open(ctx->db_path, AT_DB_WRITABLE_OR_READONLY, &ctx->db);
+     * reason (at_db_readonly_reason). AUTOTUNE_DB_READONLY=1: opened as a layer is, nothing in
+     * its folder created or written (not even LMDB's lock file). */
+    if (s == AT_OK && ctx->db_readonly) {
+        s = at_db_open(ctx->db_path, AT_DB_LAYER, &ctx->db);
+        if (s != AT_OK) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", at_errmsg());
+            s = at_fail(s, "AUTOTUNE_DB_READONLY=1 and the database cannot be read: %s", why);
+        }
+    } else if (s == AT_OK) {
+        s = at_db_open(ctx->db_path, AT_DB_WRITABLE_OR_READONLY, &ctx->db);
+    }
     /* The read-only layers: what cannot be opened is skipped (at_context_warnings says why). */
     if (s == AT_OK) s = at_layers_open(&ctx->layers, ctx->db, ctx->db_path, o.db_search_path);
     if (s == AT_OK) s = memo_create(ctx);
@@ -829,8 +850,8 @@ at_status at_tune(at_context *ctx, const at_problem *problem, const at_tune_opti
         char pkey[256];
         p->op->key(p->data, pkey, sizeof pkey);
         s = at_fail(AT_ERR_NOT_FOUND,
-                    "tuning is off (AUTOTUNE_TUNING=0) and no database has an entry for %s on %s",
-                    pkey, ctx->info.key);
+                    "tuning is off (%s) and no database has an entry for %s on %s",
+                    ctx->no_tuning_why, pkey, ctx->info.key);
     }
     if (hit) {
         /* Nothing is compiled, unless the caller wants the kernel and its binary is not in the
@@ -990,7 +1011,7 @@ at_status at_get(at_context *ctx, const at_problem *problem, unsigned flags, at_
     if (s == AT_OK && !out) s = at_fail(AT_ERR_INVALID_ARG, "at_get: out is NULL");
     if (s == AT_OK) s = resolved(problem, &p);
     if (s == AT_OK) at_problem_signature(p, sig, sizeof sig);
-    /* ALLOW_TUNE: an exact entry, else tune now (not with AUTOTUNE_TUNING=0: the chain). */
+    /* ALLOW_TUNE: an exact entry, else tune now (not with tuning off: the chain). */
     if (s == AT_OK && ctx->no_tuning) flags &= ~AT_GET_ALLOW_TUNE;
     if (s == AT_OK)
         s = lookup(ctx, p, sig, flags & AT_GET_ALLOW_TUNE ? AT_GET_NO_FALLBACK : flags, &info);

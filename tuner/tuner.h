@@ -22,9 +22,12 @@ struct at_context {
     int device_index;
     int native; /* dev holds the caller's handles (native_context/queue): never recycled */
     /* The environment's controls, read at creation: AUTOTUNE_TUNING=0 (no tuning: at_get never
-     * tunes, at_tune answers only from the databases) and AUTOTUNE_BUDGET (the default budget
-     * of a tuning run given none; 0 and 0: the search's own default). */
+     * tunes, at_tune answers only from the databases), AUTOTUNE_DB_READONLY=1 (the user's
+     * database is opened as a layer is, nothing written, and no tuning) and AUTOTUNE_BUDGET (the
+     * default budget of a tuning run given none; 0 and 0: the search's own default). */
     int no_tuning;
+    const char *no_tuning_why; /* the variable that turned tuning off, for the messages */
+    int db_readonly;
     int log_level; /* AUTOTUNE_LOG: 0 quiet, 1 lookups and tuning runs, 2 every candidate */
     int64_t env_evals;
     double env_seconds;

@@ -82,6 +82,7 @@ reject 2 "line 2: not a JSON object" -- db import "$work/nojson.jsonl.gz" --db "
 reject 2 "line 2: not a JSON object" -- db merge "$work/A" "$work/nojson.jsonl.gz" --output "$work/C"
 reject 2 "cannot read $(re "$work")/none.gz" -- db import "$work/none.gz" --db "$work/C"
 reject 2 "is a directory but not a database" -- db merge "$work/cache" --output "$work/C"
+AUTOTUNE_DB="$work/C" AUTOTUNE_DB_READONLY=1 reject 2 "AUTOTUNE_DB_READONLY=1 keeps your database" -- db import "$work/a.jsonl.gz"
 cmp -s "$work/C/data.mdb" "$work/C.before" && ok "bad bundles left the database as it was" ||
   bad "a bad bundle changed the database"
 [ ! -e "$work/D" ] && "$AT" db import "$work/cut.jsonl.gz" --db "$work/D" >/dev/null 2>&1

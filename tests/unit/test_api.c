@@ -1,6 +1,7 @@
 /* test_api.c — the public library API on the OpenCL device: context errors, get with its
  * fallbacks (default, hit, nearest, no-fallback), tune with report and cache hit, resume after
- * cancel, bad problems, buffer range checks, the environment's controls. */
+ * cancel, bad problems, buffer range checks, the environment's controls (tuning off, budget,
+ * read-only database). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* A context on the OpenCL device with its database in the test's directory. */
 static at_context *open_ctx(void **state)
@@ -234,13 +237,49 @@ static void test_environment(void **state)
     assert_int_equal(rep.cache_hit, 1);
     at_context_destroy(ctx);
 
+    /* AUTOTUNE_DB_READONLY=1: the entry answers, nothing is tuned, and nothing in the
+     * database's folder is created or written (not the lock file, not data.mdb). */
+    unsetenv("AUTOTUNE_TUNING");
+    setenv("AUTOTUNE_DB_READONLY", "1", 1);
+    char lock[4096], data[4096];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", (const char *)*state);
+    snprintf(data, sizeof data, "%s/data.mdb", (const char *)*state);
+    assert_int_equal(unlink(lock), 0);
+    struct stat before, after;
+    assert_int_equal(stat(data, &before), 0);
+    ctx = open_ctx(state);
+    assert_int_equal(at_gemm_tune(ctx, &p, NULL, &rep, NULL), AT_OK);
+    assert_int_equal(rep.cache_hit, 1);
+    at_gemm_problem q = {.m = 19, .n = 13, .k = 8, .alpha = 1};
+    assert_int_equal(at_gemm_get(ctx, &q, AT_GET_ALLOW_TUNE, &k, &src), AT_OK);
+    assert_true(src == AT_SOURCE_DEFAULT || src == AT_SOURCE_NEAREST); /* not tuned */
+    at_kernel_destroy(k);
+    assert_int_equal(at_gemm_tune(ctx, &q, NULL, &rep, NULL), AT_ERR_NOT_FOUND);
+    assert_non_null(strstr(at_context_last_error(ctx), "AUTOTUNE_DB_READONLY=1"));
+    at_context_destroy(ctx);
+    assert_int_equal(stat(data, &after), 0);
+    assert_int_equal(access(lock, F_OK), -1);
+    assert_int_equal(before.st_size, after.st_size);
+    assert_true(before.st_mtim.tv_sec == after.st_mtim.tv_sec &&
+                before.st_mtim.tv_nsec == after.st_mtim.tv_nsec);
+    /* It must exist: the message names the variable. */
+    char missing[4096];
+    snprintf(missing, sizeof missing, "%s/none", (const char *)*state);
+    at_context_options mo = {.backend = AT_BACKEND_OPENCL, .db_path = missing};
+    assert_int_equal(at_context_create(&mo, &ctx), AT_ERR_DB);
+    assert_non_null(strstr(at_context_last_error(ctx), "AUTOTUNE_DB_READONLY=1"));
+    at_context_destroy(ctx);
+    unsetenv("AUTOTUNE_DB_READONLY");
+
     const char *bad[][2] = {{"AUTOTUNE_TUNING", "yes"},
+                            {"AUTOTUNE_DB_READONLY", "yes"},
                             {"AUTOTUNE_BUDGET", "0"},
                             {"AUTOTUNE_BUDGET", "1.5"},
                             {"AUTOTUNE_BUDGET", "-3s"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         unsetenv("AUTOTUNE_TUNING");
         unsetenv("AUTOTUNE_BUDGET");
+        unsetenv("AUTOTUNE_DB_READONLY");
         setenv(bad[i][0], bad[i][1], 1);
         at_context_options co = {.backend = AT_BACKEND_OPENCL, .db_path = *state};
         assert_int_equal(at_context_create(&co, &ctx), AT_ERR_INVALID_ARG);
@@ -249,6 +288,7 @@ static void test_environment(void **state)
     }
     unsetenv("AUTOTUNE_TUNING");
     unsetenv("AUTOTUNE_BUDGET");
+    unsetenv("AUTOTUNE_DB_READONLY");
 }
 
 int main(void)

@@ -2018,6 +2018,10 @@ static int db_bundle(const char *cmd, const opts *o, char **pos, int npos)
     if (rc) return rc;
     if (strcmp(cmd, "import") == 0) {
         if (npos != 1) return usage_error("db import needs one FILE (a bundle; '-': stdin)");
+        const char *ro = getenv("AUTOTUNE_DB_READONLY");
+        if (!o->db && ro && strcmp(ro, "1") == 0)
+            return usage_error("db import: AUTOTUNE_DB_READONLY=1 keeps your database as it is "
+                               "(--db DIR imports into another)");
         const char *in[1] = {pos[0]};
         at_status s = at_db_import(o->db, in, 1, prefer, &rep, why, sizeof why);
         return import_done(s, &rep, o->json, why);
