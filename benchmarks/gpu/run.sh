@@ -46,7 +46,8 @@
 #                          until TUNE_DEADLINE_S
 #   ARCH=sm_90a            target of the compile-only check
 #   PYTHON=python3
-#   SKIP="..."             steps to skip: ctest correctness cublas tune compile sdpa attention
+#   SKIP="..."             steps to skip: ctest pytorch correctness cublas tune compile sdpa
+#                          attention (pytorch: autotune.torch.matmul's tests, test_torch.py)
 #                          (sdpa: PyTorch's attention; attention: autotune's attention tuning)
 #                          (--record-space: default "ctest correctness cublas tune")
 #   RECORD_SHAPES="f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"
@@ -112,7 +113,7 @@ ATTN_DEADLINE_S=${ATTN_DEADLINE_S:-330}
 ARCH=${ARCH:-sm_90a}
 PYTHON=${PYTHON:-python3}
 SKIP=${SKIP:-}
-[ "$RECORD" = 1 ] && SKIP=${SKIP:-"ctest correctness cublas tune sdpa attention"}
+[ "$RECORD" = 1 ] && SKIP=${SKIP:-"ctest pytorch correctness cublas tune sdpa attention"}
 RECORD_SHAPES=${RECORD_SHAPES:-"f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"}
 RECORD_TIMEOUT_S=${RECORD_TIMEOUT_S:-240}
 NPROC=$(nproc 2> /dev/null || echo 4)
@@ -231,7 +232,7 @@ if [ "$DRY_RUN" = 1 ]; then
         echo "2. autotune: ${AUTOTUNE:-$BUILD_DIR/autotune if usable, else built into $GPU_BUILD_DIR}"
         n=0
         for s in $CORRECT_SHAPES; do for l in $CORRECT_LAYOUTS; do for d in $CORRECT_DTYPES; do n=$((n + 1)); done; done; done
-        echo "3. correctness (until ${CORRECT_DEADLINE_S}s): ctest -L gpu; $n x autotune gemm --backend cuda --budget $CORRECT_BUDGET"
+        echo "3. correctness (until ${CORRECT_DEADLINE_S}s): ctest -L gpu; pytest python/tests/test_torch.py (autotune.torch on CUDA tensors); $n x autotune gemm --backend cuda --budget $CORRECT_BUDGET"
         echo "4. cuBLAS: $PYTHON $HERE/torch_bench.py --dtypes '$DTYPES' --shapes '$SHAPES' ..."
         sdpa_cmd
         echo "5. PyTorch SDPA (flash; efficient for grouped-query when flash refuses): $(quote "${SDPA_CMD[@]}")"
@@ -462,6 +463,26 @@ if [ "$AT_CUDA" = 1 ] && ! skipped ctest; then
     fi
 elif [ "$AT_CUDA" != 1 ]; then
     step_record ctest status=skipped "note=$MODE_NOTE"
+fi
+
+# (a2) autotune.torch.matmul on CUDA tensors (python/tests/test_torch.py): the package's Python
+# files over the library built next to the binary, with the machine's PyTorch
+LIBAT="$(dirname "${AUTOTUNE:-.}")/libautotune.so.0"
+if [ "$AT_CUDA" = 1 ] && ! skipped pytorch && [ -f "$LIBAT" ]; then
+    rm -rf "$WORK/pypkg" && mkdir -p "$WORK/pypkg/autotune/lib"
+    cp "$ROOT"/python/autotune/*.py "$WORK/pypkg/autotune/"
+    cp "$LIBAT" "$WORK/pypkg/autotune/lib/"
+    cmd=("$PYTHON" -m pytest -q -p no:cacheprovider "$ROOT/python/tests/test_torch.py")
+    log "pytorch: $(quote "${cmd[@]}")"
+    t0=$(now); rc=0
+    PYTHONPATH="$WORK/pypkg" timeout --signal=TERM --kill-after=10 150 "${cmd[@]}" \
+        > "$OUTDIR/pytorch.log" 2>&1 || rc=$?
+    t1=$(now)
+    step_record pytorch status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "log=pytorch.log"
+    log "pytorch: rc=$rc ($(tail -1 "$OUTDIR/pytorch.log"))"
+elif [ "$AT_CUDA" = 1 ] && ! skipped pytorch; then
+    step_record pytorch status=none "note=no $LIBAT"
+    skip_note "pytorch: no $LIBAT next to the binary"
 fi
 
 # (b) autotune gemm --backend cuda on awkward shapes, every dtype and layout

@@ -52,13 +52,17 @@ def strategies():
 class Context:
     """A backend, a device and a database (at_context_create). backend: None/"auto", "opencl",
     "cuda" or "hip"; db: the database directory (None: $AUTOTUNE_DB, then the user's cache).
+    native_context, native_queue: the caller's own handles as integers or ctypes pointers
+    (at_context_options: a cl_context and cl_command_queue, a CUcontext and CUstream, or None
+    and a hipStream_t), with backend named and device their index or -1.
     A context manager; close() destroys it and the kernels made on it."""
 
-    def __init__(self, backend=None, device=0, db=None):
+    def __init__(self, backend=None, device=0, db=None, native_context=None, native_queue=None):
         if backend not in _lib.BACKENDS:
             raise ValueError(f"backend {backend!r}: one of auto, opencl, cuda, hip")
         opts = _lib.ContextOptions(backend=_lib.BACKENDS[backend], device=device)
         opts.db_path = _b(str(db)) if db is not None else None
+        opts.native_context, opts.native_queue = native_context, native_queue
         handle = ctypes.c_void_p()
         code = lib.at_context_create(ctypes.byref(opts), ctypes.byref(handle))
         if code != 0:
