@@ -29,13 +29,18 @@
  *   UK      unroll factor of the micro-kernel's k loop
  *   GM      1: work-item index 0 runs along M (consecutive work-items read the same B panel
  *           while it is in cache); 0: along N
+ *   DOT     1 (ta = 0, tb = 1 only, no packing): the micro-kernel runs its vectors along K
+ *           instead: RS rows of A and NV columns of op(B) (rows of the stored B) are read as
+ *           contiguous VW-float runs, acc[r][c] += a[r] * b[c] lane-wise, the lanes summed at the
+ *           end: an RS x NV block of C per strip, no transpose and no packing (the nt layout
+ *           with few rows, e.g. a 16-token LLM layer, where packing B costs more than it saves)
  * Problem defines (gemm_problem.h): TA, TB, EDGE_M/N/K (m, n, k not multiples of MB, NB, KC),
  * IDX64.
  */
 
 #include "gemm_problem.h"
 
-#define NB (NV * VW) /* columns of C per work-item */
+#define NB (DOT ? NV : NV * VW) /* columns of C per work-item */
 #define MB (RS * MT) /* rows of C per work-item */
 
 typedef VTYPE(VW) floatv;
@@ -147,6 +152,68 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
     float Ap[KC * MB];
 #endif
 
+#if DOT
+    /* ---- dot products along K (ta = 0, tb = 1) --------------------------------------------- */
+    AT_UNROLL(1)
+    for (int mt = 0; mt < MT; ++mt) {
+        const int r0 = row0 + mt * RS;
+        if (EDGE_M && r0 >= M)
+            break;
+        long aoff[RS], boff[NV]; /* rows of A and of the stored B (clamped at the edges) */
+        AT_UNROLL(RS)
+        for (int r = 0; r < RS; ++r)
+            aoff[r] = (long)(EDGE_M ? MIN(r0 + r, M - 1) : r0 + r) * lda;
+        AT_UNROLL(NV)
+        for (int c = 0; c < NV; ++c)
+            boff[c] = (long)(EDGE_N ? MIN(col0 + c, N - 1) : col0 + c) * ldb;
+        floatv acc[RS][NV];
+        AT_UNROLL(RS)
+        for (int r = 0; r < RS; ++r) {
+            AT_UNROLL(NV)
+            for (int c = 0; c < NV; ++c)
+                acc[r][c] = VBCAST(VW, 0.0f);
+        }
+        const int kv = K - K % VW; /* the K range read as whole vectors */
+        AT_UNROLL(UK)
+        for (int p = 0; p < kv; p += VW) {
+            floatv a[RS], b[NV];
+            AT_UNROLL(RS)
+            for (int r = 0; r < RS; ++r)
+                a[r] = VLOAD(VW, 0, A + aoff[r] + p);
+            AT_UNROLL(NV)
+            for (int c = 0; c < NV; ++c)
+                b[c] = VLOAD(VW, 0, B + boff[c] + p);
+            AT_UNROLL(RS)
+            for (int r = 0; r < RS; ++r) {
+                AT_UNROLL(NV)
+                for (int c = 0; c < NV; ++c)
+                    acc[r][c] = VFMA(a[r], b[c], acc[r][c]);
+            }
+        }
+        AT_UNROLL(RS)
+        for (int r = 0; r < RS; ++r) {
+            const int row = r0 + r;
+            if (EDGE_M && row >= M)
+                break;
+            AT_UNROLL(NV)
+            for (int c = 0; c < NV; ++c) {
+                const int col = col0 + c;
+                if (EDGE_N && col >= N)
+                    break;
+                float t[VW];
+                VSTORE(VW, acc[r][c], 0, t);
+                float x = 0.0f;
+                AT_UNROLL(VW)
+                for (int l = 0; l < VW; ++l)
+                    x += t[l];
+                for (int p = kv; p < K; ++p) /* the K tail */
+                    x = VFMA(A[aoff[r] + p], B[boff[c] + p], x);
+                GLOBAL float *dst = C + (idx_t)row * ldc + col;
+                *dst = beta != 0.0f ? VFMA(beta, *dst, alpha * x) : alpha * x;
+            }
+        }
+    }
+#else
     AT_UNROLL(1)
     for (int k0 = 0; k0 < K; k0 += KC) {
         const int kb = (EDGE_K && K - k0 < KC) ? K - k0 : KC;
@@ -255,4 +322,5 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
             }
         }
     }
+#endif
 }

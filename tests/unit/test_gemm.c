@@ -137,38 +137,41 @@ static int check_one(fixture *f, const char *config, const shape *s, at_layout l
 }
 
 /* The built-in default, then for every value of every parameter the first enumerated configuration
- * that uses it, so every value is compiled and checked at least once. */
+ * that uses it, so every value is compiled and checked at least once. The space is enumerated
+ * for each layout, since some values exist for one layout only (gemm_cpu: DOT = 1, nt). */
 static size_t pick_configs(fixture *f, char (*out)[512], size_t max)
 {
     at_space *s = f->t->space;
-    at_gemm_problem g = {.m = 67, .n = 73, .k = 129};
-    at_gemm_bind(&g, s);
     size_t n = 0;
-    /* The built-in default (the library's fallback kernel); the others are tuning seeds. */
-    at_config_format(s, s->defaults, out[n++], 512);
-    int64_t *cfgs = NULL;
-    size_t nc = 0;
-    assert_int_equal(at_space_enumerate(s, &cfgs, NULL, &nc), AT_OK);
-    assert_true(nc > 0);
-    for (size_t p = 0; p < s->nparams; p++) {
-        for (size_t v = 0; v < s->params[p].nvalues; v++) {
-            int64_t want = s->params[p].values[v];
-            int covered = 0;
-            for (size_t i = 0; i < n && !covered; i++) {
-                int64_t cfg[AT_MAX_PARAMS];
-                at_config_parse(s, out[i], cfg);
-                covered = cfg[p] == want;
-            }
-            /* Spread the picks through the space rather than always taking the first. */
-            for (size_t i = 0; i < nc && !covered && n < max; i++) {
-                size_t j = (i * 7919 + v * 104729 + p * 31) % nc;
-                if (cfgs[j * s->nparams + p] != want) continue;
-                at_config_format(s, cfgs + j * s->nparams, out[n++], 512);
-                covered = 1;
+    for (int l = 0; l < 4; l++) {
+        at_gemm_problem g = {.m = 67, .n = 73, .k = 129, .layout = (at_layout)l};
+        at_gemm_bind(&g, s);
+        /* The built-in default (the library's fallback kernel); the others are tuning seeds. */
+        if (n == 0) at_config_format(s, s->defaults, out[n++], 512);
+        int64_t *cfgs = NULL;
+        size_t nc = 0;
+        assert_int_equal(at_space_enumerate(s, &cfgs, NULL, &nc), AT_OK);
+        assert_true(nc > 0);
+        for (size_t p = 0; p < s->nparams; p++) {
+            for (size_t v = 0; v < s->params[p].nvalues; v++) {
+                int64_t want = s->params[p].values[v];
+                int covered = 0;
+                for (size_t i = 0; i < n && !covered; i++) {
+                    int64_t cfg[AT_MAX_PARAMS];
+                    at_config_parse(s, out[i], cfg);
+                    covered = cfg[p] == want;
+                }
+                /* Spread the picks through the space rather than always taking the first. */
+                for (size_t i = 0; i < nc && !covered && n < max; i++) {
+                    size_t j = (i * 7919 + v * 104729 + p * 31) % nc;
+                    if (cfgs[j * s->nparams + p] != want) continue;
+                    at_config_format(s, cfgs + j * s->nparams, out[n++], 512);
+                    covered = 1;
+                }
             }
         }
+        free(cfgs);
     }
-    free(cfgs);
     return n;
 }
 

@@ -70,17 +70,34 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     const double l2 = d->core_l2_bytes > 0 ? (double)d->core_l2_bytes : 1048576;
     const double vw = (double)c->vw, rs = (double)c->rs, nv = (double)c->nv;
     const double kc = (double)c->kc, mt = (double)c->mt, k = (double)c->k;
-    const double mb = rs * mt, nb = nv * vw;
+    const double mb = rs * mt, nb = c->dot ? nv : nv * vw;
+    const double split = fmax(1, vw / native); /* a vector wider than the hardware's */
+    const double regs = native >= 16 ? 32 : 16;
+    /* Work: strips past M are skipped, columns are padded to the work-item's block; work-items
+     * are scheduled dynamically over the cores, the last round partly idle. */
+    const double rows_all = ceil_div((double)c->m, rs) * rs;
+    const double items_all = ceil_div((double)c->m, mb) * ceil_div((double)c->n, nb);
+    const double rounds_all = ceil_div(items_all, P);
 
-    /* Work: strips past M are skipped, columns are padded to whole vectors of the block. */
-    const double rows = ceil_div((double)c->m, rs) * rs, cols = ceil_div((double)c->n, nb) * nb;
-    const double steps = rows / rs * (cols / nb) * k; /* micro-kernel k-steps over C */
+    if (c->dot) {
+        /* Dot products along K: per VW k-values RS + NV vector loads (contiguous runs of A's
+         * rows and B's rows), RS * NV FMAs, no packing; the lanes are summed once per output. */
+        const double vsteps = rows_all / rs * (ceil_div((double)c->n, nv)) * ceil_div(k, vw);
+        const double live = (rs * nv + rs + nv) * split;
+        double loads = (rs + nv) * split / 2 + (live > regs ? live - regs : 0);
+        if (rs + nv > 16) loads += (rs + nv - 16) / 2; /* more streams than prefetchers track */
+        double step = fmax(fmax(rs * nv * split / 2, loads), 4.0) + 1.0 / (double)c->uk;
+        step += rs * nv * vw / 2 / ceil_div(k, vw); /* the lane sums */
+        /* K runs of RS + NV rows past L1 are re-read from L2 (a line per vector load) */
+        if ((rs + nv) * k * 4 > l1) step += (rs + nv) * split * 0.25;
+        return vsteps * step / (items_all / rounds_all);
+    }
+
+    const double steps = rows_all / rs * ceil_div((double)c->n, nb) * k; /* over all of C */
 
     /* One k-step of the micro-kernel, in cycles: RS * NV FMAs (each VW / native hardware
      * vectors wide, 2 FMA ports), RS broadcasts + NV vector loads (2 load ports), and the FMA
      * latency (4 cycles) that RS * NV independent accumulators must cover on 2 ports. */
-    const double split = fmax(1, vw / native); /* a vector wider than the hardware's */
-    const double regs = native >= 16 ? 32 : 16;
     const double live = rs * nv * split + nv * split + 1;
     double fma = rs * nv * split / 2;
     double loads = (rs + nv * split) / 2;
@@ -103,7 +120,7 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     if (c->pb) pack += kb * nb * (c->tb ? 1.0 : 2.0 / vw);
     if (c->pa) pack += kb * mb * 2.0 / vw;
     /* micro-kernel k-steps that share one packing: the strips of a work-item inside M */
-    const double per_block = fmin(mt, ceil_div((double)c->m, rs)) * fmin(kc, k);
+    const double per_block = fmin(mt, ceil_div((double)c->m, rs)) * kb;
     step += pack / per_block;
 
     /* The panels in cache: the B panel and a strip of A are read every k-step of a strip (L1),
@@ -115,10 +132,7 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     /* The K block's C tile is read and written once per K block: a short KC pays it often. */
     step += rs * nv * 2 / fmin(kc, k);
 
-    /* Work-items over the cores, dynamically scheduled: the last round partly idle. */
-    const double items = ceil_div((double)c->m, mb) * (cols / nb);
-    const double rounds = ceil_div(items, P);
-    return steps * step / (items / rounds);
+    return steps * step / (items_all / rounds_all);
 }
 
 at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const int64_t *configs,
@@ -136,9 +150,9 @@ at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const i
             const struct {
                 const char *name;
                 int64_t *out;
-            } f[] = {{"m", &c.m},   {"n", &c.n},   {"k", &c.k},   {"ta", &c.ta}, {"tb", &c.tb},
-                     {"VW", &c.vw}, {"RS", &c.rs}, {"NV", &c.nv}, {"MT", &c.mt}, {"KC", &c.kc},
-                     {"PA", &c.pa}, {"PB", &c.pb}, {"UK", &c.uk}};
+            } f[] = {{"m", &c.m},   {"n", &c.n},   {"k", &c.k},   {"ta", &c.ta},  {"tb", &c.tb},
+                     {"VW", &c.vw}, {"RS", &c.rs}, {"NV", &c.nv}, {"MT", &c.mt},  {"KC", &c.kc},
+                     {"PA", &c.pa}, {"PB", &c.pb}, {"UK", &c.uk}, {"DOT", &c.dot}};
             for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
                 at_space_value(s, cfg, f[j].name, f[j].out);
             out[i] = at_gemm_cpu_cost(&c, d);

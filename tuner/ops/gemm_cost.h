@@ -31,6 +31,7 @@ typedef struct at_gemm_cpu_cost_in {
     int64_t mt, kc;          /* MT strips per work-item, K block KC */
     int64_t pa, pb;          /* packed A / B panels */
     int64_t uk;              /* k-loop unroll */
+    int64_t dot;             /* 1: vectors along K (RS x NV block of C per strip, no packing) */
 } at_gemm_cpu_cost_in;
 
 /* Predicted time in arbitrary units (cycles of one core, roughly) of a CPU micro-kernel config:
