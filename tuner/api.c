@@ -555,6 +555,14 @@ typedef struct tcache {
     int tried[TCACHE];
 } tcache;
 
+/* The template a database entry was tuned with: its name, or for an entry from before templates
+ * were named (autotune 0.1: GEMM on OpenCL, one template) the template named after the
+ * operation ("gemm"), not today's default for the device (gemm_cpu on a CPU). */
+static const char *entry_template(const at_problem *p, const char *name)
+{
+    return name[0] ? name : p->op->name;
+}
+
 static at_template *template_named(at_context *ctx, const at_problem *p, tcache *tc,
                                    const char *name)
 {
@@ -564,7 +572,7 @@ static at_template *template_named(at_context *ctx, const at_problem *p, tcache 
     if (i == TCACHE) return NULL;
     tc->tried[i] = 1;
     snprintf(tc->name[i], sizeof tc->name[i], "%s", name);
-    if (at_template_for(p, &ctx->info, name[0] ? name : NULL, &tc->t[i]) != AT_OK) at_errclear();
+    if (at_template_for(p, &ctx->info, entry_template(p, name), &tc->t[i]) != AT_OK) at_errclear();
     return tc->t[i];
 }
 
@@ -1061,8 +1069,7 @@ static at_status verify_one(at_context *ctx, size_t i, const char *bkey, double 
     at_problem *p = NULL;
     at_template *t = NULL;
     at_status s = at_problem_from_key(e->problem_key, &p);
-    if (s == AT_OK)
-        s = at_template_for(p, &ctx->info, b.template_name[0] ? b.template_name : NULL, &t);
+    if (s == AT_OK) s = at_template_for(p, &ctx->info, entry_template(p, b.template_name), &t);
     if (s != AT_OK) {
         e->failed = 1;
         snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());
