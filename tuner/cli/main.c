@@ -54,6 +54,7 @@ static int fail(at_status s, const char *detail)
  * integer is wanted. */
 
 #define MAX_FIELDS 24
+#define MAX_TRANSFER 16 /* replay --transfer sources */
 
 /* An evaluation count or seconds (--budget, --total-budget); 0: not given. */
 typedef struct budget {
@@ -82,7 +83,9 @@ typedef struct opts {
     int dry_run;
     double run_limit, slowdown_limit; /* --run-limit, --slowdown-limit; -1: not given */
     const char *progress;             /* auto | always | never */
-    int quiet, no_proxy;
+    int quiet, no_proxy, no_transfer;
+    const char *transfer[MAX_TRANSFER]; /* replay --transfer FILE, repeatable */
+    size_t ntransfer;
 } opts;
 
 typedef enum {
@@ -93,7 +96,8 @@ typedef enum {
     OPT_BUDGET, /* N evaluations (N >= 1) or Ns / N.Ns seconds, into a budget */
     OPT_REAL,   /* a finite number from lo to hi, into a double; with a trailing 's' when secs */
     OPT_CHOICE, /* one of names(), kept as text */
-    OPT_FIELD   /* a problem field of the operation, kept as text: offset is its index */
+    OPT_FIELD,  /* a problem field of the operation, kept as text: offset is its index */
+    OPT_LIST    /* repeatable text: offset is opts.transfer's (the one list there is) */
 } opt_kind;
 
 typedef struct opt_spec {
@@ -229,6 +233,13 @@ static int set_opt(const opt_spec *sp, const char *val, opts *o)
     int64_t v;
     double x;
     switch (sp->kind) {
+    case OPT_LIST:
+        if (!*val) return usage_error("option '--%s' needs a value", sp->name);
+        if (o->ntransfer == MAX_TRANSFER)
+            return usage_error("option '--%s' is given more than %d times", sp->name,
+                               MAX_TRANSFER);
+        o->transfer[o->ntransfer++] = val;
+        return 0;
     case OPT_FIELD:
         if (sp->field->kind == AT_FIELD_CHOICE) {
             int i;
@@ -317,7 +328,8 @@ static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, cha
             if (strlen(s->name) == nlen && strncmp(s->name, arg + 2, nlen) == 0) sp = s;
         if (!sp) return usage_error("unknown option '--%s'", name);
         uint64_t bit = 1ull << (sp - specs);
-        if (seen & bit) return usage_error("option '--%s' is given twice", name);
+        if (seen & bit && sp->kind != OPT_LIST)
+            return usage_error("option '--%s' is given twice", name);
         seen |= bit;
         if (sp->kind == OPT_FLAG || (sp->kind == OPT_FIELD && sp->field->kind == AT_FIELD_FLAG)) {
             if (eq) return usage_error("option '--%s' takes no value", name);
@@ -1347,7 +1359,8 @@ done:
 
 static const char REPLAY_HELP[] =
     "usage: autotune replay FILE [--strategy NAME] [--budget N|Ns] [--seed S] [--no-improve N]\n"
-    "                            [--select PREFIX] [--json]\n"
+    "                            [--select PREFIX] [--transfer SOURCE ...] [--no-transfer]\n"
+    "                            [--json]\n"
     "\n"
     "Replays a tuning run against a recorded space instead of a device: every configuration the\n"
     "strategy proposes is answered with its recorded time or failure. FILE is a Kernel Tuner\n"
@@ -1364,8 +1377,16 @@ static const char REPLAY_HELP[] =
     "  --no-improve N    stop after N evaluations without a better time\n"
     "  --select PREFIX   for a database holding several spaces: a prefix of\n"
     "                    'problem|device|template hash' choosing one\n"
+    "  --transfer SOURCE warm-start from another recording of the same kernel (another device\n"
+    "                    or shape; repeatable): its best configs are evaluated first and the\n"
+    "                    model learns from it while it ranks what is measured here alike; a\n"
+    "                    source of another kernel or with no config in FILE's space is\n"
+    "                    refused with a warning (docs/search.md, \"Transfer\")\n"
+    "  --no-transfer     ignore the --transfer sources (a run to compare with)\n"
     "  --json            one JSON object: space, optimum_time, evaluated, best {config, time},\n"
-    "                    trajectory [[evaluations, best_time_so_far], ...]\n"
+    "                    trajectory [[evaluations, best_time_so_far], ...], transfer\n"
+    "                    {sources [{file, used, reason, configs, pairs, weight}],\n"
+    "                    first_picks_from_sources}\n"
     "\n"
     "Exit status: 0 success, 2 bad usage or input (unreadable or malformed file), 1 runtime\n"
     "failure.\n";
@@ -1373,7 +1394,12 @@ static const char REPLAY_HELP[] =
 static int cmd_replay(int argc, char **argv)
 {
     static const opt_spec specs[] = {
-        SEARCH_OPTS, {OPT("select", OPT_STR, select)}, {OPT("json", OPT_FLAG, json)}, {0}};
+        SEARCH_OPTS,
+        {OPT("select", OPT_STR, select)},
+        {OPT("transfer", OPT_LIST, transfer)},
+        {OPT("no-transfer", OPT_FLAG, no_transfer)},
+        {OPT("json", OPT_FLAG, json)},
+        {0}};
     opts o = {0};
     char *pos[1];
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 1, &npos);
@@ -1389,6 +1415,9 @@ static int cmd_replay(int argc, char **argv)
                            "or an autotune database");
     at_tune_options to = {0};
     search_from_opts(&o, &to);
+    to.transfer = o.transfer;
+    to.ntransfer = o.ntransfer;
+    to.no_transfer = o.no_transfer;
     at_replay_report r;
     char why[4096] = "";
     at_status s = at_replay_file(pos[0], o.select, &to, &r, why, sizeof why);
@@ -1399,6 +1428,10 @@ static int cmd_replay(int argc, char **argv)
     }
     if (s != AT_OK) return fail(s, why);
     if (why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
+    for (size_t i = 0; i < r.ntransfer; i++)
+        if (!r.transfer[i].used && !o.no_transfer)
+            fprintf(stderr, "%s: warning: --transfer %s is not used: %s\n", g_cmd,
+                    r.transfer[i].name, r.transfer[i].reason);
     const char *strategy = o.strategy ? o.strategy : at_tune_strategies()[0];
     if (o.json) {
         cJSON *j = cJSON_CreateObject(), *traj;
@@ -1433,6 +1466,23 @@ static int cmd_replay(int argc, char **argv)
             cJSON_AddItemToArray(pt, cJSON_CreateRaw(buf));
             cJSON_AddItemToArray(traj, pt);
         }
+        if (r.ntransfer) {
+            cJSON *x = cJSON_AddObjectToObject(j, "transfer"), *srcs;
+            cJSON_AddItemToObject(x, "sources", srcs = cJSON_CreateArray());
+            for (size_t i = 0; i < r.ntransfer; i++) {
+                const at_transfer_source *t = &r.transfer[i];
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "file", t->name);
+                cJSON_AddBoolToObject(e, "used", t->used);
+                if (!t->used) cJSON_AddStringToObject(e, "reason", t->reason);
+                cJSON_AddNumberToObject(e, "configs", (double)t->configs);
+                cJSON_AddNumberToObject(e, "pairs", (double)t->pairs);
+                if (t->used) add_number(e, "weight", "%.4f", t->weight);
+                cJSON_AddItemToArray(srcs, e);
+            }
+            cJSON_AddNumberToObject(x, "first_picks_from_sources",
+                                    (double)r.first_picks_from_sources);
+        }
         print_json(j);
     } else {
         printf("replay of %s (%s%s%s, %s) with %s, seed %" PRIu64 "\n", pos[0], r.format,
@@ -1453,6 +1503,18 @@ static int cmd_replay(int argc, char **argv)
         printf("  improvements at evaluations:");
         for (size_t i = 0; i < r.ntrajectory; i++) printf(" %" PRId64, r.trajectory_evals[i]);
         printf("\n");
+        for (size_t i = 0; i < r.ntransfer; i++) {
+            const at_transfer_source *t = &r.transfer[i];
+            if (t->used)
+                printf("  transfer    %s: %" PRId64 " configs, weight %.3f on %" PRId64
+                       " shared measurements\n",
+                       t->name, t->configs, t->weight, t->pairs);
+            else
+                printf("  transfer    %s: not used (%s)\n", t->name, t->reason);
+        }
+        if (r.ntransfer)
+            printf("  first picks from the sources: %" PRId64 " of the first 10\n",
+                   r.first_picks_from_sources);
     }
     at_replay_report_clear(&r);
     return 0;
