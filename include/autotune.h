@@ -239,12 +239,20 @@ typedef struct at_tune_options {
      * as at_replay_file reads them) to warm-start the replayed search from. */
     const char *const *transfer;
     size_t ntransfer;
-    void *reserved[2]; /* zero; the fields above were taken from it (no_transfer shares no_proxy's word) */
+    /* A tuning run: NULL, or room for AT_TRANSFER_MAX entries where the run writes the sources
+     * of its warm start (the report says how many). */
+    struct at_transfer_source *transfer_out;
+    void *reserved[1]; /* zero; the fields above were taken from it (no_transfer shares no_proxy's word) */
 } at_tune_options;
+
+/* The most sources a tuning run's warm start takes: the 3 nearest shapes tuned on this device
+ * and this shape tuned on 2 other devices of its family or vendor. */
+#define AT_TRANSFER_MAX 5
 
 /* A warm start's source (docs/search.md, "Transfer"): what it was, whether it was used, and
  * its weight at the end of the run. */
-typedef struct at_transfer_source {
+typedef struct at_transfer_source at_transfer_source;
+struct at_transfer_source {
     char name[512];   /* a file, or "PROBLEM on DEVICE" */
     int used;         /* 1: given to the search; 0: refused, reason says why */
     char reason[256]; /* why it was refused ("" when used) */
@@ -252,7 +260,7 @@ typedef struct at_transfer_source {
     int64_t pairs;    /* configs measured here that it has: what its weight was judged on */
     double weight;    /* Kendall's tau of its times with these on the pairs (1 below 5 pairs;
                          <= 0: ignored by the model) */
-} at_transfer_source;
+};
 
 typedef struct at_tune_report {
     /* valid configurations in the space; on a cache hit the count recorded when it was tuned
@@ -284,7 +292,12 @@ typedef struct at_tune_report {
     char proxy_problem[48];
     int64_t proxy_evaluated;
     int64_t proxy_confirmed;
-    int64_t reserved[2];
+    /* The warm start (docs/search.md, "Transfer"): the sources given to the search (their
+     * details in opts->transfer_out) and how many of the first 10 proposals were their best
+     * configs; 0 when there was none (--no-transfer, nothing related in the databases). */
+    int32_t transfer_sources;
+    int32_t first_picks_from_sources;
+    int64_t reserved[1];
 } at_tune_report;
 
 /* ---- context ---------------------------------------------------------------------------- */

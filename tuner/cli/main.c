@@ -147,6 +147,7 @@ static const char *const *prefer_names(void) { return g_prefer; }
     {OPT("run-limit", OPT_REAL, run_limit), .lo = 0, .hi = 1000000000, .secs = 1},                 \
         {OPT("slowdown-limit", OPT_REAL, slowdown_limit), .lo = 0, .hi = 1000000},                 \
         {OPT_NAMES("progress", progress, progress_names)}, {OPT("no-proxy", OPT_FLAG, no_proxy)},  \
+        {OPT("no-transfer", OPT_FLAG, no_transfer)},                                               \
     {                                                                                              \
         OPT("quiet", OPT_FLAG, quiet)                                                              \
     }
@@ -164,7 +165,10 @@ static const char *const *prefer_names(void) { return g_prefer; }
     "  --quiet               print nothing on stderr but errors (no progress, no warning)\n"       \
     "  --no-proxy            time every candidate on the problem itself, also when the budget\n"   \
     "                        covers fewer than 8 (by default they are timed on a smaller proxy,\n" \
-    "                        for GEMM a slice of K, and the best 3 confirmed here)\n"
+    "                        for GEMM a slice of K, and the best 3 confirmed here)\n"             \
+    "  --no-transfer         no warm start (by default the results of the same template on the\n" \
+    "                        3 nearest shapes tuned on this device, and on this shape on other\n" \
+    "                        devices of its family, are measured first and guide the search)\n"
 
 /* The descriptions of an operation's fields (n of them, at most MAX_FIELDS). */
 typedef struct op_fields {
@@ -571,7 +575,9 @@ static void print_op_help(const op_fields *f)
         "                        nothing was measured yet); a cache hit reports the space size\n"
         "                        recorded when it was tuned, none for older records; a tuning run\n"
         "                        adds \"budget\" {seconds, used, overrun, next_would_not_fit} and\n"
-        "                        \"estimate\" {candidate_seconds, covers}\n" RUN_HELP "\n"
+        "                        \"estimate\" {candidate_seconds, covers}, and \"transfer\" {sources\n"
+        "                        [{source, configs, pairs, weight}], first_picks_from_sources}\n"
+        RUN_HELP "\n"
         "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n",
         strategies);
 }
@@ -653,6 +659,24 @@ static void run_from_opts(const opts *o, progress_state *ps, at_tune_options *to
     to->on_candidate = on_candidate;
     to->progress_user = ps;
     to->no_proxy = o->no_proxy;
+    to->no_transfer = o->no_transfer;
+}
+
+/* The JSON of a run's warm start: its sources (their details in src) and the first picks they
+ * gave. */
+static void transfer_json(cJSON *j, const at_tune_report *r, const at_transfer_source *src)
+{
+    cJSON *x = cJSON_AddObjectToObject(j, "transfer"), *a;
+    cJSON_AddItemToObject(x, "sources", a = cJSON_CreateArray());
+    for (int32_t i = 0; i < r->transfer_sources && i < AT_TRANSFER_MAX; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "source", src[i].name);
+        cJSON_AddNumberToObject(e, "configs", (double)src[i].configs);
+        cJSON_AddNumberToObject(e, "pairs", (double)src[i].pairs);
+        add_number(e, "weight", "%.4f", src[i].weight);
+        cJSON_AddItemToArray(a, e);
+    }
+    cJSON_AddNumberToObject(x, "first_picks_from_sources", (double)r->first_picks_from_sources);
 }
 
 /* The JSON of a run's budget and estimate (cJSON object j), when it had them. */
@@ -707,7 +731,7 @@ static int cmd_op(const char *op, int argc, char **argv)
     search_from_opts(&o, &to);
     if (o.no_tune &&
         (o.force || o.replay || o.strategy || o.budget.evals || o.budget.seconds || o.no_improve ||
-         o.tmpl || o.run_limit > 0 || o.slowdown_limit >= 0 || o.no_proxy))
+         o.tmpl || o.run_limit > 0 || o.slowdown_limit >= 0 || o.no_proxy || o.no_transfer))
         return usage_error("--no-tune answers from the databases: it takes no tuning option");
     if ((rc = problem_from_opts(&o, &f, 0, &p, &co)) || (rc = open_context(&co, &ctx))) goto done;
     if (o.no_tune) {
@@ -721,6 +745,8 @@ static int cmd_op(const char *op, int argc, char **argv)
     to.force = o.force;
     to.template_name = o.tmpl;
     to.cancel = &g_cancel;
+    at_transfer_source transfer[AT_TRANSFER_MAX];
+    to.transfer_out = transfer;
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
@@ -760,6 +786,7 @@ static int cmd_op(const char *op, int argc, char **argv)
         cJSON_AddNumberToObject(cand, "space_total", (double)rep.space_total);
         cJSON_AddNumberToObject(cand, "seeds", (double)rep.seeds);
         cJSON_AddNumberToObject(cand, "slow_stopped", (double)rep.slow_stopped);
+        if (!rep.cache_hit) transfer_json(j, &rep, transfer);
         cJSON_AddStringToObject(j, "cache", rep.cache_hit ? "hit" : "miss");
         add_number(j, "seconds", "%.3f", rep.seconds);
         if (!rep.cache_hit) budget_json(j, &rep);
@@ -782,6 +809,12 @@ static int cmd_op(const char *op, int argc, char **argv)
             printf("  seeds       %" PRId64
                    " tried first (from the databases on the search path)\n",
                    rep.seeds);
+        for (int32_t i = 0; !rep.cache_hit && i < rep.transfer_sources; i++)
+            printf("  transfer    %s: %" PRId64 " configs, weight %.2f\n", transfer[i].name,
+                   transfer[i].configs, transfer[i].weight);
+        if (!rep.cache_hit && rep.transfer_sources)
+            printf("  first picks %d of the first 10 from the warm start\n",
+                   (int)rep.first_picks_from_sources);
         if (rep.slow_stopped)
             printf("  stopped     %" PRId64 " candidate%s at the slowdown limit (recorded as "
                    "timeouts)\n",
@@ -810,7 +843,7 @@ static const char TUNE_HELP[] =
     "                     [--dry-run] [--json] [--db PATH] [--backend B] [--device I]\n"
     "                     [--template NAME] [--strategy NAME] [--seed S] [--no-improve N]\n"
     "                     [--run-limit S] [--slowdown-limit R] [--progress M] [--quiet]\n"
-    "                     [--no-proxy]\n"
+    "                     [--no-proxy] [--no-transfer]\n"
     "\n"
     "Tunes every problem of a shape list into the database, in list order. A problem already\n"
     "tuned is a cache hit (nothing measured), so a list run again after an interrupt resumes\n"
@@ -837,7 +870,7 @@ static const char TUNE_HELP[] =
     "                       measured, seconds, budget, estimate, error}], complete; printed\n"
     "                       also after an interrupt\n"
     "  --db, --backend, --device, --template, --strategy, --seed, --no-improve, --run-limit,\n"
-    "  --slowdown-limit, --progress, --no-proxy\n"
+    "  --slowdown-limit, --progress, --no-proxy, --no-transfer\n"
     "                       as for `autotune gemm --help`\n"
     "  --quiet              print nothing on stderr but errors (not the problems' lines either)\n"
     "\n"
