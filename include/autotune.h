@@ -242,7 +242,8 @@ typedef struct at_tune_options {
     /* A tuning run: NULL, or room for AT_TRANSFER_MAX entries where the run writes the sources
      * of its warm start (the report says how many). */
     struct at_transfer_source *transfer_out;
-    void *reserved[1]; /* zero; the fields above were taken from it (no_transfer shares no_proxy's word) */
+    /* zero; the fields above were taken from it (no_transfer shares no_proxy's word) */
+    void *reserved[1];
 } at_tune_options;
 
 /* The most sources a tuning run's warm start takes: the 3 nearest shapes tuned on this device

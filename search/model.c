@@ -162,7 +162,8 @@ static at_status model_init(at_search *s)
     int use_prior = s->opts.prior != NULL;
     m->nf = nf;
     if (m->nf == 0) m->nf = 1; /* a space of one value per parameter: a constant feature */
-    if (s->xfer) { /* warm start: one more feature, the sources' prediction */
+    /* Warm start: one more feature, the sources' prediction. */
+    if (s->xfer) {
         m->nf++;
         m->xraw = malloc((n ? n : 1) * sizeof *m->xraw);
         m->xtmp = malloc((n ? n : 1) * sizeof *m->xtmp);

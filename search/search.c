@@ -426,8 +426,7 @@ size_t at_search_propose(at_search *s, size_t n, size_t *out)
         while (s->next_first < s->nfirst && c == AT_NONE) {
             size_t f = s->first[s->next_first++];
             if (s->state[f] == CFG_NEW) c = f;
-            if (c != AT_NONE && s->next_first > s->nfirst_own &&
-                s->proposed < AT_TRANSFER_FIRST_N)
+            if (c != AT_NONE && s->next_first > s->nfirst_own && s->proposed < AT_TRANSFER_FIRST_N)
                 s->from_sources++;
         }
         if (c == AT_NONE) c = s->ops->next(s);
@@ -462,8 +461,7 @@ void at_search_report(at_search *s, size_t config, double time)
 
 int64_t at_search_evaluated(const at_search *s) { return s->evaluated; }
 
-int at_search_source_weight(at_search *s, size_t i, double *weight, size_t *configs,
-                            size_t *pairs)
+int at_search_source_weight(at_search *s, size_t i, double *weight, size_t *configs, size_t *pairs)
 {
     if (!s->xfer || i >= s->opts.nsources) return 0;
     double w = at_transfer_weight(s->xfer, s->y, i, configs, pairs);

@@ -72,8 +72,7 @@ int at_search_best(const at_search *s, size_t *config, double *time);
  * here on the configs both have; 1 until AT_TRANSFER_MIN_PAIRS are shared; <= 0: not used), its
  * configs in the space and the configs measured here that it has. Returns 0 if there is no
  * source i. */
-int at_search_source_weight(at_search *s, size_t i, double *weight, size_t *configs,
-                            size_t *pairs);
+int at_search_source_weight(at_search *s, size_t i, double *weight, size_t *configs, size_t *pairs);
 /* How many of the first 10 proposals were the sources' best configs. */
 int64_t at_search_first_from_sources(const at_search *s);
 /* NULL-terminated names of the strategies; the first ("model", chosen by the replay benchmark,

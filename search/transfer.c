@@ -3,8 +3,8 @@
  * first, and their times as a prediction the model-based strategy may use, weighted by how
  * well they rank what is measured here (Kendall's tau; a source whose ranking disagrees gets a
  * weight <= 0 and is ignored). docs/search.md, "Transfer". */
-#include "strategy.h"
 #include "transfer.h"
+#include "strategy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -79,7 +79,8 @@ at_status at_transfer_map(const at_transfer_params *target, const at_search_spac
     /* The same parameter names, in any order: another kernel or template has other ones. */
     int pos[256];
     int same = np == source->nparams && np <= 256;
-    for (size_t j = 0; same && j < np; j++) same = (pos[j] = find_name(source, target->names[j])) >= 0;
+    for (size_t j = 0; same && j < np; j++)
+        same = (pos[j] = find_name(source, target->names[j])) >= 0;
     if (!same) {
         size_t j = 0;
         while (j < np && find_name(source, target->names[j]) >= 0) j++;
@@ -90,7 +91,8 @@ at_status at_transfer_map(const at_transfer_params *target, const at_search_spac
                  j < np && k < source->nparams ? ", " : "",
                  k < source->nparams ? source->names[k] : "",
                  k < source->nparams ? " is not a parameter here" : "");
-        if (j == np && k == source->nparams) snprintf(why, whylen, "it has %zu parameters, this space %zu", source->nparams, np);
+        if (j == np && k == source->nparams)
+            snprintf(why, whylen, "it has %zu parameters, this space %zu", source->nparams, np);
         return AT_ERR_INVALID_ARG;
     }
     /* Each source value's index among the target's values (-1: not a value here). */
@@ -106,7 +108,8 @@ at_status at_transfer_map(const at_transfer_params *target, const at_search_spac
         for (size_t v = 0; v < source->nvalues[sj]; v++) {
             vmap[j][v] = -1;
             for (size_t w = 0; w < target->nvalues[j] && vmap[j][v] < 0; w++)
-                if (same_value(source->values[sj][v], target->values[j][w])) vmap[j][v] = (int32_t)w;
+                if (same_value(source->values[sj][v], target->values[j][w]))
+                    vmap[j][v] = (int32_t)w;
         }
     }
     tuple_table tt = {0};
@@ -154,9 +157,9 @@ typedef struct source {
     double *ltime;  /* log time */
     double *rank;   /* per space config: 0 (its best) .. 1 (its worst); NAN where it has none */
     double weight;
-    size_t pairs;      /* target measurements it was judged on */
-    double mean, sd;   /* of its log times */
-    double *z;         /* per space config: its standardised log time; NAN where it has none */
+    size_t pairs;    /* target measurements it was judged on */
+    double mean, sd; /* of its log times */
+    double *z;       /* per space config: its standardised log time; NAN where it has none */
 } source;
 
 struct at_transfer {
@@ -193,8 +196,8 @@ void at_transfer_free(at_transfer *t)
     free(t);
 }
 
-at_status at_transfer_create(const at_search_space *space, const at_search_source *src,
-                             size_t nsrc, at_transfer **out)
+at_status at_transfer_create(const at_search_space *space, const at_search_source *src, size_t nsrc,
+                             at_transfer **out)
 {
     *out = NULL;
     const size_t n = space->nconfigs;
@@ -277,10 +280,14 @@ static double kendall(const double *x, const double *y, size_t n)
         for (size_t j = i + 1; j < n; j++) {
             double dx = x[i] - x[j], dy = y[i] - y[j];
             if (dx == 0 && dy == 0) continue;
-            if (dx == 0) tx++;
-            else if (dy == 0) ty++;
-            else if ((dx > 0) == (dy > 0)) conc++;
-            else disc++;
+            if (dx == 0)
+                tx++;
+            else if (dy == 0)
+                ty++;
+            else if ((dx > 0) == (dy > 0))
+                conc++;
+            else
+                disc++;
         }
     double den = sqrt((conc + disc + tx) * (conc + disc + ty));
     return den > 0 ? (conc - disc) / den : 0;
@@ -312,8 +319,7 @@ static void judge(at_transfer *t, const double *y)
     free(ys);
 }
 
-double at_transfer_weight(at_transfer *t, const double *y, size_t i, size_t *configs,
-                          size_t *pairs)
+double at_transfer_weight(at_transfer *t, const double *y, size_t i, size_t *configs, size_t *pairs)
 {
     judge(t, y);
     if (configs) *configs = t->src[i].n;
@@ -335,8 +341,7 @@ int at_transfer_feature(at_transfer *t, const double *y, double *feat)
         }
         feat[c] = wsum > 0 ? sum / wsum : 0;
     }
-    int changed = !t->have_feat ||
-                  memcmp(feat, t->feat_last, t->nconfigs * sizeof *feat) != 0;
+    int changed = !t->have_feat || memcmp(feat, t->feat_last, t->nconfigs * sizeof *feat) != 0;
     memcpy(t->feat_last, feat, t->nconfigs * sizeof *feat);
     t->have_feat = 1;
     return changed;

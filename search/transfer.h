@@ -37,8 +37,8 @@ at_status at_transfer_map(const at_transfer_params *target, const at_search_spac
 
 typedef struct at_transfer at_transfer;
 
-at_status at_transfer_create(const at_search_space *space, const at_search_source *src,
-                             size_t nsrc, at_transfer **out);
+at_status at_transfer_create(const at_search_space *space, const at_search_source *src, size_t nsrc,
+                             at_transfer **out);
 void at_transfer_free(at_transfer *t); /* accepts NULL */
 /* The sources' best configs, in turn (the first of each, then the second...), at most cap. */
 size_t at_transfer_first(const at_transfer *t, size_t *out, size_t cap);

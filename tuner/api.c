@@ -720,7 +720,8 @@ size_t at_related_results(at_context *ctx, const at_template *t, const at_proble
     for (size_t i = 0; i < cs.n && n < cap; i++) {
         const cand *c = &cs.c[i];
         /* Neighbouring shapes on this device; this shape on other devices. */
-        int shape = c->level == LV_NEAREST && c->dist > 0, device = c->level > LV_NEAREST && c->dist == 0;
+        int shape = c->level == LV_NEAREST && c->dist > 0,
+            device = c->level > LV_NEAREST && c->dist == 0;
         if ((shape && nshapes == 3) || (device && ndevices == 2) || (!shape && !device)) continue;
         at_best_rec b;
         at_best_key bk;

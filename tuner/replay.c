@@ -225,8 +225,8 @@ static at_status load_sources(const at_recording *r, const at_search_space *sp,
             at_transfer_params sparams = params_of(src);
             size_t n = 0, *cfg = NULL;
             double *tm = NULL;
-            st = at_transfer_map(&tp, sp, &sparams, src->idx, src->cost, src->nconfigs, &cfg,
-                                 &tm, &n, e->reason, sizeof e->reason);
+            st = at_transfer_map(&tp, sp, &sparams, src->idx, src->cost, src->nconfigs, &cfg, &tm,
+                                 &n, e->reason, sizeof e->reason);
             if (st == AT_OK) {
                 e->used = 1;
                 e->configs = (int64_t)n;

@@ -370,8 +370,8 @@ static at_status warm_gather(at_context *ctx, const at_template *t, const at_pro
                                  (const char *const *const *)r->values};
         size_t n = 0, k = w->nsrc;
         char why[256];
-        st = at_transfer_map(&tp, ss, &sp, r->idx, r->cost, r->nconfigs, &w->cfg[k], &w->tm[k],
-                             &n, why, sizeof why);
+        st = at_transfer_map(&tp, ss, &sp, r->idx, r->cost, r->nconfigs, &w->cfg[k], &w->tm[k], &n,
+                             why, sizeof why);
         if (st == AT_ERR_INVALID_ARG) { /* another version's parameters: not a source */
             st = AT_OK;
             continue;

@@ -449,7 +449,8 @@ static const size_t g_grid_nvalues[2] = {20, 20};
 
 static at_search_space grid_space(void)
 {
-    for (size_t i = 0; i < 400; i++) g_grid[2 * i] = (uint16_t)(i / 20), g_grid[2 * i + 1] = (uint16_t)(i % 20);
+    for (size_t i = 0; i < 400; i++)
+        g_grid[2 * i] = (uint16_t)(i / 20), g_grid[2 * i + 1] = (uint16_t)(i % 20);
     at_search_space s = {400, 2, g_grid, g_grid_nvalues, NULL};
     return s;
 }
@@ -469,8 +470,8 @@ static size_t run_with_source(const double *src, uint64_t seed, size_t max, size
     static size_t cfg[400];
     for (size_t c = 0; c < 400; c++) cfg[c] = c;
     at_search_source source = {400, cfg, src};
-    at_search_options o = {.seed = seed, .max_evals = (int64_t)max, .sources = &source,
-                           .nsources = 1};
+    at_search_options o = {
+        .seed = seed, .max_evals = (int64_t)max, .sources = &source, .nsources = 1};
     at_search *s = NULL;
     assert_int_equal(at_search_create(&sp, &o, &s), AT_OK);
     size_t c, n = 0, found = max + 1;
@@ -501,7 +502,7 @@ static void test_transfer_is_deterministic_and_its_best_comes_first(void **state
     assert_memory_equal(a, b, sizeof a);
     assert_true(wa == wb);
     assert_int_equal(a[0], 3 * 20 + 5); /* the source's best is the first proposal */
-    assert_true(wa > 0.8);               /* it ranks what was measured alike */
+    assert_true(wa > 0.8);              /* it ranks what was measured alike */
 }
 
 static void test_transfer_weight_of_a_misleading_source_goes_down(void **state)
@@ -527,7 +528,7 @@ static void test_transfer_map_refuses_another_kernel(void **state)
     (void)state;
     at_search_space sp = grid_space();
     const char *tnames[] = {"BM", "BN"};
-    static const char *v20[20] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
+    static const char *v20[20] = {"0",  "1",  "2",  "3",  "4",  "5",  "6",  "7",  "8",  "9",
                                   "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"};
     const char *const *tvals[] = {v20, v20};
     at_transfer_params target = {2, tnames, g_grid_nvalues, tvals};
@@ -539,9 +540,9 @@ static void test_transfer_map_refuses_another_kernel(void **state)
     size_t *cfg = NULL, n = 9;
     double *mt = NULL;
     char why[256] = "";
-    assert_int_equal(at_transfer_map(&target, &sp, &conv, idx, tm, 2, &cfg, &mt, &n, why,
-                                     sizeof why),
-                     AT_ERR_INVALID_ARG);
+    assert_int_equal(
+        at_transfer_map(&target, &sp, &conv, idx, tm, 2, &cfg, &mt, &n, why, sizeof why),
+        AT_ERR_INVALID_ARG);
     assert_non_null(strstr(why, "block_size_x"));
     assert_null(cfg);
     assert_int_equal(n, 0);
@@ -554,9 +555,8 @@ static void test_transfer_map_refuses_another_kernel(void **state)
     at_transfer_params same = {2, snames, snv, svals};
     uint16_t sidx[8] = {1, 0, 0, 1, 2, 0, 1, 1};
     double stm[4] = {1.5, 2.5, 0.5, INFINITY};
-    assert_int_equal(at_transfer_map(&target, &sp, &same, sidx, stm, 4, &cfg, &mt, &n, why,
-                                     sizeof why),
-                     AT_OK);
+    assert_int_equal(
+        at_transfer_map(&target, &sp, &same, sidx, stm, 4, &cfg, &mt, &n, why, sizeof why), AT_OK);
     assert_int_equal(n, 2);
     assert_int_equal(cfg[0], 3 * 20 + 5); /* BN=5, BM=3 */
     assert_true(mt[0] == 1.5);

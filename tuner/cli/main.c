@@ -165,9 +165,9 @@ static const char *const *prefer_names(void) { return g_prefer; }
     "  --quiet               print nothing on stderr but errors (no progress, no warning)\n"       \
     "  --no-proxy            time every candidate on the problem itself, also when the budget\n"   \
     "                        covers fewer than 8 (by default they are timed on a smaller proxy,\n" \
-    "                        for GEMM a slice of K, and the best 3 confirmed here)\n"             \
-    "  --no-transfer         no warm start (by default the results of the same template on the\n" \
-    "                        3 nearest shapes tuned on this device, and on this shape on other\n" \
+    "                        for GEMM a slice of K, and the best 3 confirmed here)\n"              \
+    "  --no-transfer         no warm start (by default the results of the same template on the\n"  \
+    "                        3 nearest shapes tuned on this device, and on this shape on other\n"  \
     "                        devices of its family, are measured first and guide the search)\n"
 
 /* The descriptions of an operation's fields (n of them, at most MAX_FIELDS). */
@@ -240,8 +240,7 @@ static int set_opt(const opt_spec *sp, const char *val, opts *o)
     case OPT_LIST:
         if (!*val) return usage_error("option '--%s' needs a value", sp->name);
         if (o->ntransfer == MAX_TRANSFER)
-            return usage_error("option '--%s' is given more than %d times", sp->name,
-                               MAX_TRANSFER);
+            return usage_error("option '--%s' is given more than %d times", sp->name, MAX_TRANSFER);
         o->transfer[o->ntransfer++] = val;
         return 0;
     case OPT_FIELD:
@@ -575,9 +574,9 @@ static void print_op_help(const op_fields *f)
         "                        nothing was measured yet); a cache hit reports the space size\n"
         "                        recorded when it was tuned, none for older records; a tuning run\n"
         "                        adds \"budget\" {seconds, used, overrun, next_would_not_fit} and\n"
-        "                        \"estimate\" {candidate_seconds, covers}, and \"transfer\" {sources\n"
-        "                        [{source, configs, pairs, weight}], first_picks_from_sources}\n"
-        RUN_HELP "\n"
+        "                        \"estimate\" {candidate_seconds, covers}, and \"transfer\"\n"
+        "                        {sources [{source, configs, pairs, weight}],\n"
+        "                        first_picks_from_sources}\n" RUN_HELP "\n"
         "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n",
         strategies);
 }
@@ -1426,13 +1425,12 @@ static const char REPLAY_HELP[] =
 
 static int cmd_replay(int argc, char **argv)
 {
-    static const opt_spec specs[] = {
-        SEARCH_OPTS,
-        {OPT("select", OPT_STR, select)},
-        {OPT("transfer", OPT_LIST, transfer)},
-        {OPT("no-transfer", OPT_FLAG, no_transfer)},
-        {OPT("json", OPT_FLAG, json)},
-        {0}};
+    static const opt_spec specs[] = {SEARCH_OPTS,
+                                     {OPT("select", OPT_STR, select)},
+                                     {OPT("transfer", OPT_LIST, transfer)},
+                                     {OPT("no-transfer", OPT_FLAG, no_transfer)},
+                                     {OPT("json", OPT_FLAG, json)},
+                                     {0}};
     opts o = {0};
     char *pos[1];
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 1, &npos);
