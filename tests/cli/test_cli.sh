@@ -318,6 +318,23 @@ else
   skip "replay of a real recording: $real is absent"
 fi
 
+# Warm starts (docs/search.md, "Transfer"): a recording of the same kernel on another GPU is
+# used, its best config measured first; one of another kernel is refused with a warning.
+sed -e 's/Test GPU/Other GPU/' -e 's/"time": 4.0/"time": 0.5/' "$work/kt.json" >"$work/kt-other.json"
+"$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --transfer "$work/failed.json" --seed 2 \
+  --json >"$work/out.json" 2>"$work/err"
+json 'd["transfer"]["sources"][0] == {"file": "'"$work"'/kt-other.json", "used": True, "configs": 4, "pairs": 4, "weight": d["transfer"]["sources"][0]["weight"]} and d["transfer"]["sources"][1]["used"] is False and "parameters" in d["transfer"]["sources"][1]["reason"] and d["transfer"]["first_picks_from_sources"] == 3 and d["trajectory"][0] == [1, 4.0] and d["evaluated"] == 5' |
+  grep -q True && grep -q "warning: --transfer $work/failed.json is not used: its parameters" "$work/err" &&
+  ok "replay --transfer: the other GPU's best first, another kernel refused" ||
+  bad "replay --transfer: $(cat "$work/out.json" "$work/err")"
+a=$("$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --seed 4 --json | sed 's/"seconds":[0-9.]*//')
+b=$("$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --seed 4 --json | sed 's/"seconds":[0-9.]*//')
+[ "$a" = "$b" ] && ok "replay --transfer: the same per seed" || bad "replay --transfer: $a / $b"
+"$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --no-transfer --json >"$work/out.json"
+json 'd["transfer"]["sources"][0]["used"] is False and d["transfer"]["first_picks_from_sources"] == 0' |
+  grep -q True && ok "replay --no-transfer: the source is not used" || bad "--no-transfer: $(cat "$work/out.json")"
+reject 2 "option '--transfer' needs a value" -- replay "$work/kt.json" --transfer
+
 # ---- a database written by 0.1 (schema 1) still answers ---------------------------------------
 cp -r "$here/../fixtures/db-v1" "$work/v1"
 chmod -R u+w "$work/v1"
