@@ -396,7 +396,9 @@ void at_search_free(at_search *s)
 static int budget_left(const at_search *s)
 {
     if (s->opts.max_evals > 0 && s->evaluated >= s->opts.max_evals) return 0;
-    if (s->opts.max_seconds > 0) {
+    /* Seconds never stop a search before its first proposal: a run ends with a measured
+     * config (a proxy's confirmation may start with almost nothing left). */
+    if (s->opts.max_seconds > 0 && s->proposed > 0) {
         double spent = s->opts.clock ? s->opts.clock(s->opts.clock_user) : at_now() - s->t0;
         if (spent >= s->opts.max_seconds) return 0;
     }

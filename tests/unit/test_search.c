@@ -156,6 +156,18 @@ static void test_seconds_budget(void **state)
     }
     assert_true(n >= 1 && n <= 7); /* never more; fewer when the machine is loaded */
     at_search_free(s);
+
+    /* A budget spent before the first proposal still gets one (a run ends with a measured
+     * config), and nothing after it. */
+    o.max_seconds = 1e-9;
+    assert_int_equal(at_search_create(&sp, &o, &s), AT_OK);
+    t0 = at_now();
+    while (at_now() - t0 < 0.002) {
+    }
+    assert_int_equal(at_search_propose(s, 1, &c), 1);
+    at_search_report(s, c, 1.0);
+    assert_int_equal(at_search_propose(s, 1, &c), 0);
+    at_search_free(s);
 }
 
 static void test_no_improvement_budget(void **state)
