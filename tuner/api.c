@@ -1324,7 +1324,7 @@ at_status at_backends_query(at_backend_desc *out, int max, int *n)
         } else if (ops->probe(d->why, sizeof d->why) == AT_OK) {
             d->available = 1;
             d->ndevices = ops->device_count();
-            d->why[0] = '\0';
+            /* why keeps the probe's note on what it loaded (the GPU backends' files) */
             if (!d->ndevices)
                 snprintf(d->why, sizeof d->why, "the runtime loaded but reports no device");
         }
