@@ -303,11 +303,12 @@ static at_status op_layout(const void *p, at_op_buffer *out)
 {
     const at_attention_problem *a = p;
     const size_t nq = (size_t)q_elems(a), nkv = (size_t)kv_elems(a);
-    out[0] = (at_op_buffer){a->dtype, nq, NULL, 0};
-    out[1] = (at_op_buffer){a->dtype, nkv, NULL, 0};
-    out[2] = (at_op_buffer){a->dtype, nkv, NULL, 0};
-    out[3] = (at_op_buffer){a->dtype, nq, NULL, 1};
-    out[4] = (at_op_buffer){AT_DTYPE_F32, (size_t)(a->batch * a->heads * a->seq), NULL, 1};
+    out[0] = (at_op_buffer){.dtype = a->dtype, .count = nq, .output = 0};
+    out[1] = (at_op_buffer){.dtype = a->dtype, .count = nkv, .output = 0};
+    out[2] = (at_op_buffer){.dtype = a->dtype, .count = nkv, .output = 0};
+    out[3] = (at_op_buffer){.dtype = a->dtype, .count = nq, .output = 1};
+    out[4] = (at_op_buffer){
+        .dtype = AT_DTYPE_F32, .count = (size_t)(a->batch * a->heads * a->seq), .output = 1};
     return AT_OK;
 }
 
