@@ -3,7 +3,8 @@
 # (CMAKE_PREFIX_PATH first: a dependency folder unpacked by benchmarks/gpu/fetch-deps.sh), so the
 # build needs no pkg-config where that folder is given.
 
-# at_find_dep(PREFIX module header library): e.g. at_find_dep(LMDB lmdb lmdb.h lmdb).
+# at_find_dep(PREFIX module header library [find_path options]): e.g. at_find_dep(LMDB lmdb
+# lmdb.h lmdb); the include folder is the one pkg-config would give (cjson: PATH_SUFFIXES cjson).
 function(at_find_dep prefix module header library)
   if(TARGET PkgConfig::${prefix})
     return()
@@ -15,7 +16,7 @@ function(at_find_dep prefix module header library)
       return()
     endif()
   endif()
-  find_path(AT_${prefix}_INCLUDE_DIR ${header})
+  find_path(AT_${prefix}_INCLUDE_DIR ${header} ${ARGN})
   find_library(AT_${prefix}_LIBRARY ${library})
   if(NOT AT_${prefix}_INCLUDE_DIR OR NOT AT_${prefix}_LIBRARY)
     message(FATAL_ERROR "${module} not found: pkg-config ${module} failed or is missing, and no "
