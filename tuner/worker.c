@@ -615,6 +615,7 @@ static at_status device_lost(at_link *l)
                        "unusable; autotune does not reset or recreate it",
                        ctx->ops->name);
     dev_release(&l->local); /* what it can still free */
+    ctx->recycles++;        /* kernels built on the old device are stale from now on */
     ctx->ops->close(ctx->dev);
     ctx->dev = NULL;
     memset(&l->local, 0, sizeof l->local);

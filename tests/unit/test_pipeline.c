@@ -351,8 +351,29 @@ static void test_statuses_flush_and_recycle(void **state)
     at_tune_options o = {.strategy = "exhaustive"};
     at_tune_report r;
     at_kernel *k = NULL;
+    /* A kernel built before the run, on the device the crash will make it recycle. */
+    at_problem gp0 = at_problem_view(&at_op_gemm, &p);
+    at_template *t0 = NULL;
+    at_kernel *k0 = NULL;
+    assert_int_equal(at_template_for(&gp0, &ctx.info, NULL, &t0), AT_OK);
+    assert_int_equal(
+        at_kernel_build(&ctx, t0, &gp0,
+                        "BM=32,BN=32,BK=8,TM=2,TN=2,VW=1,STRN=0,SB=0,PAD=0,UNROLL=1,SA=0", &k0),
+        AT_OK);
+    at_template_free(t0);
     g_opens = 0;
     assert_int_equal(at_gemm_tune(&ctx, &p, &o, &r, &k), AT_OK);
+    /* ... is stale now: refused at launch, destroyed without touching the new device (its
+     * program was on the old one; the fake's is plain memory, freed here) */
+    assert_int_equal(ctx.recycles, 1);
+    float dummy[64];
+    at_devptr bufs[3] = {{dummy}, {dummy}, {dummy}};
+    assert_int_equal(at_kernel_launch(k0, bufs, 3, NULL), AT_ERR_DEVICE_LOST);
+    assert_non_null(strstr(at_errmsg(), "built before a faulting candidate"));
+    at_bprog *stale_prog = k0->prog;
+    at_kernel_destroy(k0);
+    f_free(stale_prog);
+    assert_int_equal(k->recycles, 1); /* the best kernel: built on the new device */
     /* 8 configs: 2 do not compile (BM=16,BN=16), 2 spill (BM=32,BN=16), 2 are wrong
      * (BM=16,BN=32), SA=1 of BM=32,BN=32 crashes; one (BM=32,BN=32,SA=0) is fine. */
     assert_int_equal(r.space, 8);
