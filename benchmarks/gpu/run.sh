@@ -39,7 +39,7 @@
 #   CORRECT_SHAPES="1x1x1 7x5x3 127x129x65 16x8192x1000 200x256x8200 1000x999x77 16x8192x128"
 #                          (16x8192x1000 and 200x256x8200: the split-K defaults of gemm_mma are
 #                          valid there, so budget 3 checks two split-K configs)
-#   CORRECT_BUDGET=3 CORRECT_JOBS=4 CORRECT_TIMEOUT_S=30
+#   CORRECT_BUDGET=3 CORRECT_JOBS=8 CORRECT_TIMEOUT_S=30
 #   TIME_LIMIT_S=450       the whole run's target (seconds since start): every step's timeout
 #                          is cut to end before it; the summary and the pack come after
 #   PREFLIGHT_S=10         the preflight's limit
@@ -120,7 +120,7 @@ CORRECT_DTYPES=${CORRECT_DTYPES:-"f32 f16 bf16"}
 CORRECT_LAYOUTS=${CORRECT_LAYOUTS:-"nn nt tn tt"}
 CORRECT_SHAPES=${CORRECT_SHAPES:-"1x1x1 7x5x3 127x129x65 16x8192x1000 200x256x8200 1000x999x77 16x8192x128"}
 CORRECT_BUDGET=${CORRECT_BUDGET:-3}
-CORRECT_JOBS=${CORRECT_JOBS:-4}
+CORRECT_JOBS=${CORRECT_JOBS:-8}
 CORRECT_TIMEOUT_S=${CORRECT_TIMEOUT_S:-30}
 TIME_LIMIT_S=${TIME_LIMIT_S:-450}
 PREFLIGHT_S=${PREFLIGHT_S:-10}
