@@ -28,7 +28,8 @@ typedef struct at_op_buffer {
     int output;
     /* Optional, for an output: the check reads only these rows (row r is elements
      * [r * row_stride, r * row_stride + row_len)), so only they are read back (a big output is
-     * never moved whole); nrows 0: the whole buffer. The rows belong to the operation's data. */
+     * never moved whole); nrows 0: the whole buffer. With row_stride 1, rows are where each row
+     * starts (elements). The rows belong to the operation's data. */
     const int64_t *rows;
     size_t nrows, row_stride, row_len;
 } at_op_buffer;
