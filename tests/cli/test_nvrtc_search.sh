@@ -40,6 +40,13 @@ export LD_LIBRARY_PATH
 
 export AUTOTUNE_LIBRARY_SEARCH=python
 PATH="$venv/bin:$PATH" expect 0 '"compiled":1' -- space gemm --backend cuda --arch sm_90a --compile --limit 1 --json
+# NVRTC opens its builtins by their bare name: they are loaded first from its own folder
+loads=$(PATH="$venv/bin:$PATH" LD_DEBUG=files "$AT" space gemm --backend cuda --arch sm_90a --compile --limit 1 2>&1)
+if grep -q "file=$(re "$lib")/libnvrtc-builtins" <<<"$loads"; then
+  ok "NVRTC's builtins loaded from the wheel folder"
+else
+  bad "NVRTC's builtins not loaded from $lib"
+fi
 # nowhere: the message names the folders it looked in
 PATH="$work/empty/bin:/usr/bin:/bin" expect 1 "looked in: .*$(re "$work/empty")/lib/python3\*/\*-packages/nvidia/cu13/lib" -- \
   space gemm --backend cuda --arch sm_90a --compile --limit 1

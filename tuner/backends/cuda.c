@@ -14,6 +14,8 @@
 #include "cuda_report.h"
 #include "gpu.h"
 
+#include <dlfcn.h>
+#include <glob.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,6 +290,26 @@ static const char *const g_nv_places[] = {
 static const char *const g_nv_fixed[] = {"--std=c++17", "-default-device", "--ptxas-options=-v",
                                          NULL};
 
+/* NVRTC found in a folder off the loader's path (a pip wheel's): it opens its builtins by their
+ * bare name, which the loader would not find there; loaded first from the same folder, they
+ * are found by that name. Then the version, as for any compiler. */
+static int nv_start(at_gpu_lib *l, const char *used)
+{
+    const char *slash = strrchr(l->path, '/');
+    if (l->path[0] == '/' && slash && strcmp(used, l->path) == 0) {
+        char pattern[sizeof l->path + 32];
+        snprintf(pattern, sizeof pattern, "%.*s/libnvrtc-builtins.so.*", (int)(slash - l->path),
+                 l->path);
+        glob_t g;
+        if (glob(pattern, 0, NULL, &g) == 0) {
+            for (size_t i = 0; i < g.gl_pathc; i++)
+                if (!strstr(g.gl_pathv[i], ".alt.")) (void)dlopen(g.gl_pathv[i], RTLD_NOW);
+            globfree(&g);
+        }
+    }
+    return at_gpu_rtc_start(l, used);
+}
+
 static at_gpu_api g_cu = {
     .lib = AT_GPU_LIB("CUDA", "AUTOTUNE_CUDA_LIBRARY", g_cu_names, g_cu_places, g_cu_syms,
                       at_gpu_runtime_start),
@@ -300,8 +322,8 @@ static at_gpu_api g_cu = {
 
 /* NVRTC, on its own: compiling needs no driver. */
 static at_gpu_rtc g_nv = {
-    .lib = AT_GPU_LIB("NVRTC", "AUTOTUNE_NVRTC_LIBRARY", g_nv_names, g_nv_places, g_nv_syms,
-                      at_gpu_rtc_start),
+    .lib =
+        AT_GPU_LIB("NVRTC", "AUTOTUNE_NVRTC_LIBRARY", g_nv_names, g_nv_places, g_nv_syms, nv_start),
     .call = {AT_NVRTC_SHARED(AT_GPU_SYMBOL_NAME)},
     .file_ext = ".cu",
     .arch_flag = "-arch=",
