@@ -169,15 +169,13 @@ static void lib_open(at_gpu_lib *l)
         dlclose(lib);
         return;
     }
-    /* the file the loader took, for messages and `autotune devices` */
+    /* the file the loader took, for messages and `autotune devices` (found in a place: that) */
     Dl_info info;
     void *sym = NULL;
     if (l->nsyms) memcpy(&sym, l->syms[0].slot, sizeof sym);
-    if (l->path[0])
-        ; /* found in a place: that path */
-    else if (sym && dladdr(sym, &info) && info.dli_fname && info.dli_fname[0] == '/')
+    if (!l->path[0] && sym && dladdr(sym, &info) && info.dli_fname && info.dli_fname[0] == '/')
         snprintf(l->path, sizeof l->path, "%s", info.dli_fname);
-    else
+    else if (!l->path[0])
         snprintf(l->path, sizeof l->path, "%s", used);
     if (l->start && l->start(l, used) != 0) return;
     l->status = AT_OK;
