@@ -66,7 +66,7 @@
 #   SKIP="..."             steps to skip: smoke ctest pytorch correctness cublas tune compile sdpa
 #                          attention (pytorch: autotune.torch.matmul's tests, test_torch.py)
 #                          (sdpa: PyTorch's attention; attention: autotune's attention tuning)
-#                          (--record-space: default "ctest correctness cublas tune")
+#                          (--record-space: default all of them but compile)
 #   RECORD_SHAPES="f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"
 #                          --record-space: dtype:MxNxK of each recorded space
 #   RECORD_TIMEOUT_S=240   --record-space: a recording is stopped after it (what it measured is
@@ -148,7 +148,7 @@ ATTN_DEADLINE_S=${ATTN_DEADLINE_S:-385}
 ARCH=${ARCH:-sm_90a}
 PYTHON=${PYTHON:-python3}
 SKIP=${SKIP:-}
-[ "$RECORD" = 1 ] && SKIP=${SKIP:-"ctest pytorch correctness cublas tune sdpa attention"}
+[ "$RECORD" = 1 ] && SKIP=${SKIP:-"smoke ctest pytorch correctness cublas tune sdpa attention"}
 RECORD_SHAPES=${RECORD_SHAPES:-"f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"}
 RECORD_TIMEOUT_S=${RECORD_TIMEOUT_S:-240}
 NPROC=$(nproc 2> /dev/null || echo 4)
