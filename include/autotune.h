@@ -232,8 +232,36 @@ typedef struct at_tune_options {
     void (*on_candidate)(void *user, const at_tune_progress *p);
     /* 1: time every candidate on the problem itself, never on a proxy (docs/search.md). */
     int no_proxy;
-    void *reserved[4]; /* zero */
+    /* 1: no warm start from the results of related problems and devices (docs/search.md,
+     * "Transfer"). */
+    int no_transfer;
+    /* at_replay_file only: recorded spaces of the same kernel on another device or shape (files
+     * as at_replay_file reads them) to warm-start the replayed search from. */
+    const char *const *transfer;
+    size_t ntransfer;
+    /* A tuning run: NULL, or room for AT_TRANSFER_MAX entries where the run writes the sources
+     * of its warm start (the report says how many). */
+    struct at_transfer_source *transfer_out;
+    /* zero; the fields above were taken from it (no_transfer shares no_proxy's word) */
+    void *reserved[1];
 } at_tune_options;
+
+/* The most sources a tuning run's warm start takes: the 3 nearest shapes tuned on this device
+ * and this shape tuned on 2 other devices of its family or vendor. */
+#define AT_TRANSFER_MAX 5
+
+/* A warm start's source (docs/search.md, "Transfer"): what it was, whether it was used, and
+ * its weight at the end of the run. */
+typedef struct at_transfer_source at_transfer_source;
+struct at_transfer_source {
+    char name[512];   /* a file, or "PROBLEM on DEVICE" */
+    int used;         /* 1: given to the search; 0: refused, reason says why */
+    char reason[256]; /* why it was refused ("" when used) */
+    int64_t configs;  /* its results that are configs of this space */
+    int64_t pairs;    /* configs measured here that it has: what its weight was judged on */
+    double weight;    /* Kendall's tau of its times with these on the pairs (1 below 5 pairs;
+                         <= 0: ignored by the model) */
+};
 
 typedef struct at_tune_report {
     /* valid configurations in the space; on a cache hit the count recorded when it was tuned
@@ -265,7 +293,12 @@ typedef struct at_tune_report {
     char proxy_problem[48];
     int64_t proxy_evaluated;
     int64_t proxy_confirmed;
-    int64_t reserved[2];
+    /* The warm start (docs/search.md, "Transfer"): the sources given to the search (their
+     * details in opts->transfer_out) and how many of the first 10 proposals were their best
+     * configs; 0 when there was none (--no-transfer, nothing related in the databases). */
+    int32_t transfer_sources;
+    int32_t first_picks_from_sources;
+    int64_t reserved[1];
 } at_tune_report;
 
 /* ---- context ---------------------------------------------------------------------------- */
@@ -450,7 +483,12 @@ typedef struct at_replay_report {
     size_t ntrajectory;
     int64_t *trajectory_evals;
     double *trajectory_best;
-    int64_t reserved[8];
+    /* The warm start's sources (malloc'd, freed by at_replay_report_clear; none without
+     * opts->transfer) and how many of the first 10 proposals were their best configs. */
+    size_t ntransfer;
+    at_transfer_source *transfer;
+    int64_t first_picks_from_sources;
+    int64_t reserved[5]; /* the three fields above were taken from it */
 } at_replay_report;
 
 /* Replays a tuning run with opts' strategy, seed and budgets (max_seconds counts the recorded

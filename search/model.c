@@ -5,6 +5,7 @@
  * a second forest learns where configs fail, and a config's expected improvement is weighed by its
  * chance to run. */
 #include "strategy.h"
+#include "transfer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -77,7 +78,15 @@ typedef struct model_state {
     double yseen;           /* best time reported so far */
     int hot;                /* the last local pick reported improved the best */
     int oom;
+    /* Warm start (transfer.c): the last feature is the sources' prediction; NULL: none. */
+    double *xraw;
+    scored *xtmp;
+    double *xprior; /* the sources' prediction of each config's log time here */
+    int xhave;      /* 1: the last fit learned the residual from xprior */
 } model_state;
+
+/* The sources' prediction of config c's log time, that the forest corrects (0: none). */
+#define XPRIOR(m, c) ((m)->xhave ? (m)->xprior[c] : 0.0)
 
 static void model_free(at_search *s)
 {
@@ -93,6 +102,9 @@ static void model_free(at_search *s)
     free(m->tmp);
     free(m->init);
     free(m->islocal);
+    free(m->xraw);
+    free(m->xtmp);
+    free(m->xprior);
     free(m);
 }
 
@@ -120,6 +132,20 @@ static void rank_feature(model_state *m, size_t f, const double *raw, scored *tm
     m->nbins[f] = (uint8_t)(n ? bin + 1 : 1);
 }
 
+/* ---- warm start: the sources' prediction as one more feature (search/transfer.c) ----------- */
+
+/* Refreshes the last feature from the sources' current weights (a source whose ranking
+ * disagrees with the measurements here drops out; with none left it is constant, so no tree
+ * splits on it). */
+static void transfer_column(at_search *s, model_state *m)
+{
+    if (at_transfer_feature(s->xfer, s->y, m->xraw))
+        rank_feature(m, m->nf - 1, m->xraw, m->xtmp, s->space.nconfigs);
+    m->xhave = at_transfer_prior(s->xfer, s->y, m->xprior);
+}
+
+/* ---- set-up --------------------------------------------------------------------------------- */
+
 static at_status model_init(at_search *s)
 {
     const size_t n = s->space.nconfigs, np = s->space.nparams;
@@ -136,6 +162,14 @@ static at_status model_init(at_search *s)
     int use_prior = s->opts.prior != NULL;
     m->nf = nf;
     if (m->nf == 0) m->nf = 1; /* a space of one value per parameter: a constant feature */
+    /* Warm start: one more feature, the sources' prediction. */
+    if (s->xfer) {
+        m->nf++;
+        m->xraw = malloc((n ? n : 1) * sizeof *m->xraw);
+        m->xtmp = malloc((n ? n : 1) * sizeof *m->xtmp);
+        m->xprior = malloc((n ? n : 1) * sizeof *m->xprior);
+        if (!m->xraw || !m->xtmp || !m->xprior) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
     m->X = calloc((n ? n : 1) * m->nf, sizeof *m->X);
     m->train = malloc((n ? n : 1) * sizeof *m->train);
     m->ty = malloc((n ? n : 1) * sizeof *m->ty);
@@ -173,6 +207,7 @@ static at_status model_init(at_search *s)
     }
     free(raw);
     free(tmp);
+    if (s->xfer) transfer_column(s, m);
     /* The initial design: with a prior, its best-ranked half and a random half; without, random
      * (the seeded fallback order). */
     if (use_prior && n) {
@@ -299,6 +334,7 @@ static double score(const model_state *m, size_t c)
         sq += p * p;
     }
     double mu = sum / MF_TREES, var = sq / MF_TREES - mu * mu;
+    mu += XPRIOR(m, c); /* warm start: the forest learned the sources' error */
     double sd = sqrt(var > 0 ? var : 0) + MF_SD_FLOOR;
     double z = (m->ybest - mu) / sd;
     double ei =
@@ -309,13 +345,14 @@ static double score(const model_state *m, size_t c)
 static void fit(at_search *s, model_state *m)
 {
     size_t n = m->ntrain;
+    if (s->xfer) transfer_column(s, m);
     /* Times train the regression forest; failures train only the classifier, since a slow
      * stand-in value for them would also condemn the good configs beside them. */
     double ybest = INFINITY;
     size_t nok = 0;
     for (size_t i = 0; i < n; i++) {
         double y = s->y[m->train[i]];
-        m->ty[i] = (float)(isfinite(y) ? y : 0);
+        m->ty[i] = (float)(isfinite(y) ? y - XPRIOR(m, m->train[i]) : 0);
         m->fail[i] = isfinite(y) ? 0.0f : 1.0f;
         if (isfinite(y)) m->okrows[nok++] = (int32_t)i;
         if (y < ybest) ybest = y;

@@ -3,6 +3,7 @@
  * exhaustive (space order), random (a seeded permutation), simulated annealing and a genetic
  * algorithm over the value-index neighbourhood. The model-based strategy is in model.c. */
 #include "strategy.h"
+#include "transfer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -326,7 +327,8 @@ at_status at_search_create(const at_search_space *space, const at_search_options
     s->state = calloc(n ? n : 1, 1);
     s->y = malloc((n ? n : 1) * sizeof *s->y);
     s->table = calloc(tsize, sizeof *s->table);
-    s->first = malloc((opts && opts->nfirst ? opts->nfirst : 1) * sizeof *s->first);
+    size_t nxfer = opts && opts->nsources ? AT_TRANSFER_FIRST : 0;
+    s->first = malloc(((opts ? opts->nfirst : 0) + nxfer + 1) * sizeof *s->first);
     if (!s->order || !s->state || !s->y || !s->table || !s->first) {
         at_search_free(s);
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for a search over %zu configs", n);
@@ -335,6 +337,7 @@ at_status at_search_create(const at_search_space *space, const at_search_options
     if (opts) s->opts = *opts;
     s->opts.strategy = NULL; /* not owned */
     s->opts.first = NULL;
+    s->opts.sources = NULL; /* copied into xfer */
     s->ops = ops;
     s->best_time = INFINITY;
     s->t0 = at_now();
@@ -362,7 +365,13 @@ at_status at_search_create(const at_search_space *space, const at_search_options
     for (size_t f = 0; opts && f < opts->nfirst; f++)
         if (opts->first[f] < n) s->first[s->nfirst++] = opts->first[f];
     s->opts.nfirst = 0;
-    at_status st = ops->init ? ops->init(s) : AT_OK;
+    s->nfirst_own = s->nfirst;
+    at_status st = AT_OK;
+    if (nxfer) { /* the sources' best configs go after the caller's first ones */
+        st = at_transfer_create(space, opts->sources, opts->nsources, &s->xfer);
+        if (st == AT_OK) s->nfirst += at_transfer_first(s->xfer, s->first + s->nfirst, nxfer);
+    }
+    if (st == AT_OK && ops->init) st = ops->init(s);
     if (st != AT_OK) {
         at_search_free(s);
         return st;
@@ -380,6 +389,7 @@ void at_search_free(at_search *s)
     free(s->y);
     free(s->table);
     free(s->first);
+    at_transfer_free(s->xfer);
     free(s);
 }
 
@@ -416,6 +426,8 @@ size_t at_search_propose(at_search *s, size_t n, size_t *out)
         while (s->next_first < s->nfirst && c == AT_NONE) {
             size_t f = s->first[s->next_first++];
             if (s->state[f] == CFG_NEW) c = f;
+            if (c != AT_NONE && s->next_first > s->nfirst_own && s->proposed < AT_TRANSFER_FIRST_N)
+                s->from_sources++;
         }
         if (c == AT_NONE) c = s->ops->next(s);
         /* A strategy with nothing better to offer falls back to the seeded order, so every
@@ -448,6 +460,16 @@ void at_search_report(at_search *s, size_t config, double time)
 }
 
 int64_t at_search_evaluated(const at_search *s) { return s->evaluated; }
+
+int at_search_source_weight(at_search *s, size_t i, double *weight, size_t *configs, size_t *pairs)
+{
+    if (!s->xfer || i >= s->opts.nsources) return 0;
+    double w = at_transfer_weight(s->xfer, s->y, i, configs, pairs);
+    if (weight) *weight = w;
+    return 1;
+}
+
+int64_t at_search_first_from_sources(const at_search *s) { return s->from_sources; }
 
 int at_search_best(const at_search *s, size_t *config, double *time)
 {

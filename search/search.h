@@ -20,6 +20,15 @@ typedef struct at_search_space {
     const double *const *values;
 } at_search_space;
 
+/* A related task's results as prior observations (a warm start, docs/search.md "Transfer"):
+ * n configs of this space (their results on the other task mapped onto its indices, e.g. by
+ * at_transfer_map in search/transfer.h) and their times there (any unit; INFINITY: failed). */
+typedef struct at_search_source {
+    size_t n;
+    const size_t *config;
+    const double *time;
+} at_search_source;
+
 typedef struct at_search_options {
     const char *strategy; /* one of at_search_strategies(); NULL: the first, the default */
     uint64_t seed;        /* same seed, same proposals */
@@ -37,6 +46,11 @@ typedef struct at_search_options {
      * recorded seconds of what it answered). NULL: wall time since create. */
     double (*clock)(void *user);
     void *clock_user;
+    /* Optional warm-start sources, alive while the search is: their best configs are proposed
+     * after `first`, and the model-based strategy learns from them while their times rank the
+     * configs measured here alike (their weight). NULL: none. */
+    const at_search_source *sources;
+    size_t nsources;
 } at_search_options;
 
 typedef struct at_search at_search;
@@ -54,6 +68,13 @@ void at_search_report(at_search *s, size_t config, double time);
 int64_t at_search_evaluated(const at_search *s);
 /* Best config and time so far; returns 0 if none succeeded. */
 int at_search_best(const at_search *s, size_t *config, double *time);
+/* Source i's weight (the rank correlation, Kendall's tau, of its times with the times measured
+ * here on the configs both have; 1 until AT_TRANSFER_MIN_PAIRS are shared; <= 0: not used), its
+ * configs in the space and the configs measured here that it has. Returns 0 if there is no
+ * source i. */
+int at_search_source_weight(at_search *s, size_t i, double *weight, size_t *configs, size_t *pairs);
+/* How many of the first 10 proposals were the sources' best configs. */
+int64_t at_search_first_from_sources(const at_search *s);
 /* NULL-terminated names of the strategies; the first ("model", chosen by the replay benchmark,
  * docs/search.md) is the default, used when at_search_options.strategy is NULL. Budgets have no
  * default here (0: no limit); the tuning calls add theirs (60 s; docs/search.md). */

@@ -559,6 +559,14 @@ typedef struct tcache {
     int tried[TCACHE];
 } tcache;
 
+/* The template a database entry was tuned with: its name, or for an entry from before templates
+ * were named (autotune 0.1: GEMM on OpenCL, one template) the template named after the
+ * operation ("gemm"), not today's default for the device (gemm_cpu on a CPU). */
+static const char *entry_template(const at_problem *p, const char *name)
+{
+    return name[0] ? name : p->op->name;
+}
+
 static at_template *template_named(at_context *ctx, const at_problem *p, tcache *tc,
                                    const char *name)
 {
@@ -568,7 +576,7 @@ static at_template *template_named(at_context *ctx, const at_problem *p, tcache 
     if (i == TCACHE) return NULL;
     tc->tried[i] = 1;
     snprintf(tc->name[i], sizeof tc->name[i], "%s", name);
-    if (at_template_for(p, &ctx->info, name[0] ? name : NULL, &tc->t[i]) != AT_OK) at_errclear();
+    if (at_template_for(p, &ctx->info, entry_template(p, name), &tc->t[i]) != AT_OK) at_errclear();
     return tc->t[i];
 }
 
@@ -732,6 +740,55 @@ size_t at_seed_configs(at_context *ctx, const at_template *t, const at_problem *
     at_errclear();
     cands_free(&cs);
     return n;
+}
+
+size_t at_related_results(at_context *ctx, const at_template *t, const at_problem *p,
+                          at_related *out, size_t cap)
+{
+    char pkey[256];
+    p->op->key(p->data, pkey, sizeof pkey);
+    cands cs;
+    size_t n = 0, nshapes = 0, ndevices = 0;
+    if (gather(ctx, p, pkey, LV_NEAREST, LV_VENDOR, &cs) != AT_OK) at_errclear();
+    for (size_t i = 0; i < cs.n && n < cap; i++) {
+        const cand *c = &cs.c[i];
+        /* Neighbouring shapes on this device; this shape on other devices. */
+        int shape = c->level == LV_NEAREST && c->dist > 0,
+            device = c->level > LV_NEAREST && c->dist == 0;
+        if ((shape && nshapes == 3) || (device && ndevices == 2) || (!shape && !device)) continue;
+        at_best_rec b;
+        at_best_key bk;
+        if (at_db_get_best(db_at(ctx, c->db), c->key, &b) != AT_OK ||
+            (b.template_name[0] && strcmp(b.template_name, t->name) != 0) ||
+            at_best_key_split(c->key, &bk) != AT_OK) {
+            at_errclear();
+            continue;
+        }
+        at_related *r = &out[n];
+        memset(r, 0, sizeof *r);
+        snprintf(r->problem, sizeof r->problem, "%.*s", (int)bk.problem.n, bk.problem.s);
+        snprintf(r->device, sizeof r->device, "%.*s", (int)bk.device.n, bk.device.s);
+        int dup = 0; /* the same task in two databases: the nearer one's */
+        for (size_t j = 0; j < n && !dup; j++)
+            dup = !strcmp(out[j].problem, r->problem) && !strcmp(out[j].device, r->device);
+        char *prefix = dup ? NULL : at_db_results_prefix(r->problem, r->device, b.template_hash);
+        if (!prefix || at_recording_from_db(db_at(ctx, c->db), prefix, &r->rec) != AT_OK) {
+            free(prefix);
+            at_errclear();
+            continue;
+        }
+        free(prefix);
+        nshapes += shape;
+        ndevices += device;
+        n++;
+    }
+    cands_free(&cs);
+    return n;
+}
+
+void at_related_free(at_related *r, size_t n)
+{
+    for (size_t i = 0; r && i < n; i++) at_recording_free(r[i].rec);
 }
 
 /* The first of the template's defaults valid for this problem and device. */
@@ -1065,8 +1122,7 @@ static at_status verify_one(at_context *ctx, size_t i, const char *bkey, double 
     at_problem *p = NULL;
     at_template *t = NULL;
     at_status s = at_problem_from_key(e->problem_key, &p);
-    if (s == AT_OK)
-        s = at_template_for(p, &ctx->info, b.template_name[0] ? b.template_name : NULL, &t);
+    if (s == AT_OK) s = at_template_for(p, &ctx->info, entry_template(p, b.template_name), &t);
     if (s != AT_OK) {
         e->failed = 1;
         snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());

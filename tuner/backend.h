@@ -30,6 +30,10 @@ typedef struct at_device_info {
     int64_t max_registers_per_block; /* 0 when the backend does not say (OpenCL) */
     int64_t l2_bytes;                /* last-level cache of the device, 0 if unknown */
     bool is_cpu;                     /* compiling competes with timing for the same cores */
+    /* CPU devices (the host's cores): per-core data caches, from the host's sysfs since OpenCL
+     * reports only the last level; 0 if unknown or not a CPU. */
+    int64_t l1_bytes, core_l2_bytes;
+    int64_t vector_width; /* native float vector width (OpenCL); 0 if unknown */
 } at_device_info;
 
 typedef struct at_bdev at_bdev;   /* an open device: context + queue */

@@ -5,6 +5,8 @@
  * template's space. */
 #include "tuner/pipeline.h"
 
+#include "search/transfer.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,9 +154,94 @@ void at_replay_report_clear(at_replay_report *rep)
     if (!rep) return;
     free(rep->trajectory_evals);
     free(rep->trajectory_best);
+    free(rep->transfer);
     rep->trajectory_evals = NULL;
     rep->trajectory_best = NULL;
+    rep->transfer = NULL;
     rep->ntrajectory = 0;
+    rep->ntransfer = 0;
+}
+
+/* A recording's parameters for at_transfer_map. */
+static at_transfer_params params_of(const at_recording *r)
+{
+    return (at_transfer_params){r->nparams, (const char *const *)r->names, r->nvalues,
+                                (const char *const *const *)r->values};
+}
+
+/* The warm start of a replay: each recording of opts->transfer loaded and mapped onto r's space
+ * (refused, with the reason in its entry, when it is another kernel or shares no config), as
+ * sources for the search (src[i] with its arrays in cfg[i], tm[i], for the used ones). */
+typedef struct replay_sources {
+    at_search_source *src;
+    size_t **cfg;
+    double **tm;
+    size_t n;
+    size_t *entry; /* the report's entry of each used source */
+} replay_sources;
+
+static void sources_free(replay_sources *rs)
+{
+    for (size_t i = 0; i < rs->n; i++) free(rs->cfg[i]), free(rs->tm[i]);
+    free(rs->src);
+    free(rs->cfg);
+    free(rs->tm);
+    free(rs->entry);
+    memset(rs, 0, sizeof *rs);
+}
+
+static at_status load_sources(const at_recording *r, const at_search_space *sp,
+                              const at_tune_options *o, at_replay_report *rep, replay_sources *rs)
+{
+    memset(rs, 0, sizeof *rs);
+    size_t k = o->ntransfer;
+    if (!k) return AT_OK;
+    rep->transfer = calloc(k, sizeof *rep->transfer);
+    rs->src = calloc(k, sizeof *rs->src);
+    rs->cfg = calloc(k, sizeof *rs->cfg);
+    rs->tm = calloc(k, sizeof *rs->tm);
+    rs->entry = calloc(k, sizeof *rs->entry);
+    if (!rep->transfer || !rs->src || !rs->cfg || !rs->tm || !rs->entry)
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    rep->ntransfer = k;
+    at_transfer_params tp = params_of(r);
+    for (size_t i = 0; i < k; i++) {
+        at_transfer_source *e = &rep->transfer[i];
+        snprintf(e->name, sizeof e->name, "%s", o->transfer[i]);
+        at_recording *src = NULL;
+        at_status st = at_recording_load(o->transfer[i], NULL, &src);
+        if (st == AT_ERR_NO_MEMORY) return st;
+        if (st != AT_OK) { /* an unreadable source is refused, not the replay */
+            snprintf(e->reason, sizeof e->reason, "%s", at_errmsg());
+            at_errclear();
+            continue;
+        }
+        /* Kernel Tuner names the kernel: another one is refused whatever its parameters. */
+        if (!strcmp(src->format, "kerneltuner") && !strcmp(r->format, "kerneltuner") &&
+            src->kernel[0] && r->kernel[0] && strcmp(src->kernel, r->kernel) != 0) {
+            snprintf(e->reason, sizeof e->reason, "it is kernel %s, this is %s", src->kernel,
+                     r->kernel);
+        } else {
+            at_transfer_params sparams = params_of(src);
+            size_t n = 0, *cfg = NULL;
+            double *tm = NULL;
+            st = at_transfer_map(&tp, sp, &sparams, src->idx, src->cost, src->nconfigs, &cfg, &tm,
+                                 &n, e->reason, sizeof e->reason);
+            if (st == AT_OK) {
+                e->used = 1;
+                e->configs = (int64_t)n;
+                rs->cfg[rs->n] = cfg;
+                rs->tm[rs->n] = tm;
+                rs->src[rs->n] = (at_search_source){n, cfg, tm};
+                rs->entry[rs->n++] = i;
+            } else if (st != AT_ERR_INVALID_ARG) {
+                at_recording_free(src);
+                return st;
+            }
+        }
+        at_recording_free(src);
+    }
+    return AT_OK;
 }
 
 static at_status replay_run(const at_recording *r, const at_tune_options *o, at_replay_report *rep)
@@ -167,11 +254,32 @@ static at_status replay_run(const at_recording *r, const at_tune_options *o, at_
     at_search_options so = at_search_options_of(o);
     so.clock = at_replay_clock; /* a seconds budget counts the recorded seconds */
     so.clock_user = &ev;
+    replay_sources rs;
+    at_status st = load_sources(r, &sp, o, rep, &rs);
+    so.sources = rs.src;
+    so.nsources = o->no_transfer ? 0 : rs.n;
+    for (size_t i = 0; o->no_transfer && i < rs.n; i++) {
+        rep->transfer[rs.entry[i]].used = 0;
+        snprintf(rep->transfer[rs.entry[i]].reason, sizeof rep->transfer[0].reason,
+                 "warm starts are off (--no-transfer)");
+    }
     at_search *s = NULL;
-    AT_TRY(at_search_create(&sp, &so, &s));
+    if (st == AT_OK) st = at_search_create(&sp, &so, &s);
+    if (st != AT_OK) {
+        sources_free(&rs);
+        return st;
+    }
     at_loop loop;
-    at_status st = at_tune_loop(s, &ev.ev, o, NULL, &loop);
+    st = at_tune_loop(s, &ev.ev, o, NULL, &loop);
+    for (size_t i = 0; i < so.nsources; i++) {
+        at_transfer_source *e = &rep->transfer[rs.entry[i]];
+        size_t pairs = 0;
+        at_search_source_weight(s, i, &e->weight, NULL, &pairs);
+        e->pairs = (int64_t)pairs;
+    }
+    rep->first_picks_from_sources = at_search_first_from_sources(s);
     at_search_free(s);
+    sources_free(&rs);
     rep->evaluated = loop.evaluated;
     rep->failed = loop.failed;
     rep->simulated_seconds = ev.seconds;

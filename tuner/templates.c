@@ -365,6 +365,9 @@ static int applies(const at_space *sp, const char *op, const char *dtype, const 
         return snprintf(why, whylen, "it does not compile for %s",
                         d->arch[0] ? d->arch : "this device"),
                0;
+    if (!at_space_lists(sp->device_types, sp->ndevice_types, d->is_cpu ? "cpu" : "gpu", 0))
+        return snprintf(why, whylen, "it does not run on a %s device", d->is_cpu ? "CPU" : "GPU"),
+               0;
     return 1;
 }
 
@@ -515,6 +518,9 @@ at_status at_template_bind_device(at_template *t, const at_device_info *d)
         {"is_cpu", d->is_cpu},
         {"max_registers_per_block", d->max_registers_per_block},
         {"l2_bytes", d->l2_bytes},
+        {"l1_bytes", d->l1_bytes},
+        {"core_l2_bytes", d->core_l2_bytes},
+        {"vector_width", d->vector_width},
         {"gfx", gfx_number(d->arch)},
     };
     /* A space declares the device variables it uses; the others are not an error. */

@@ -4,6 +4,8 @@
  * template's tuning run on either the device or the replay device. */
 #include "tuner/pipeline.h"
 
+#include "search/transfer.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +317,78 @@ static int index_of(const int64_t *configs, size_t n, const int64_t *cfg, size_t
     return -1;
 }
 
+/* The warm start of a tuning run: the related tasks' results mapped onto this space. */
+typedef struct warm_start {
+    at_related rel[AT_TRANSFER_MAX];
+    size_t nrel;
+    at_search_source src[AT_TRANSFER_MAX];
+    size_t *cfg[AT_TRANSFER_MAX];
+    double *tm[AT_TRANSFER_MAX];
+    size_t nsrc;
+    at_transfer_source info[AT_TRANSFER_MAX]; /* of each used source */
+} warm_start;
+
+static void warm_free(warm_start *w)
+{
+    at_related_free(w->rel, w->nrel);
+    for (size_t i = 0; i < w->nsrc; i++) free(w->cfg[i]), free(w->tm[i]);
+    w->nrel = w->nsrc = 0;
+}
+
+/* Gathers the related tasks of p (at_related_results) and maps each onto the space ss of t (a
+ * source of other parameters, or with no config in the space, is dropped). */
+static at_status warm_gather(at_context *ctx, const at_template *t, const at_problem *p,
+                             const at_search_space *ss, warm_start *w)
+{
+    memset(w, 0, sizeof *w);
+    w->nrel = at_related_results(ctx, t, p, w->rel, AT_TRANSFER_MAX);
+    if (!w->nrel) return AT_OK;
+    const at_space *s = t->space;
+    const size_t np = s->nparams;
+    const char *names[AT_MAX_PARAMS];
+    const char *const *values[AT_MAX_PARAMS];
+    char *text = malloc(np * AT_MAX_VALUES * 24 + 1);
+    const char **vp = malloc((np * AT_MAX_VALUES + 1) * sizeof *vp);
+    if (!text || !vp) {
+        free(text), free(vp);
+        return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+    }
+    for (size_t j = 0; j < np; j++) {
+        names[j] = s->params[j].name;
+        for (size_t v = 0; v < s->params[j].nvalues; v++) {
+            char *b = text + (j * AT_MAX_VALUES + v) * 24;
+            snprintf(b, 24, "%lld", (long long)s->params[j].values[v]);
+            vp[j * AT_MAX_VALUES + v] = b;
+        }
+        values[j] = vp + j * AT_MAX_VALUES;
+    }
+    at_transfer_params tp = {np, names, ss->nvalues, values};
+    at_status st = AT_OK;
+    for (size_t i = 0; i < w->nrel && st == AT_OK; i++) {
+        const at_recording *r = w->rel[i].rec;
+        at_transfer_params sp = {r->nparams, (const char *const *)r->names, r->nvalues,
+                                 (const char *const *const *)r->values};
+        size_t n = 0, k = w->nsrc;
+        char why[256];
+        st = at_transfer_map(&tp, ss, &sp, r->idx, r->cost, r->nconfigs, &w->cfg[k], &w->tm[k], &n,
+                             why, sizeof why);
+        if (st == AT_ERR_INVALID_ARG) { /* another version's parameters: not a source */
+            st = AT_OK;
+            continue;
+        }
+        if (st != AT_OK) break;
+        w->src[k] = (at_search_source){n, w->cfg[k], w->tm[k]};
+        at_transfer_source *in = &w->info[k];
+        snprintf(in->name, sizeof in->name, "%s on %s", w->rel[i].problem, w->rel[i].device);
+        in->used = 1;
+        in->configs = (int64_t)n;
+        w->nsrc++;
+    }
+    free(text);
+    free(vp);
+    return st;
+}
+
 /* The fastest configs of a run, as text. */
 typedef struct top_configs {
     char config[AT_LOOP_TOP][512];
@@ -356,7 +430,7 @@ static at_status tune_one(at_context *ctx, at_template *t, const at_problem *p,
     int64_t seeds[MAX_SEEDS * AT_MAX_PARAMS];
     size_t nseeds = opts->replay_db || nonly ? 0 : at_seed_configs(ctx, t, p, seeds, MAX_SEEDS);
     const size_t nsrc = nonly ? nonly : nseeds + s->ndefaults;
-    size_t *first = calloc(nsrc + 1, sizeof *first), nfirst = 0;
+    size_t *first = calloc(nsrc + 1, sizeof *first), nfirst = 0, nseed_first = 0;
     for (size_t d = 0; first && d < nsrc; d++) {
         const int64_t *cfg = nonly        ? only + d * np
                              : d < nseeds ? seeds + d * np
@@ -364,7 +438,7 @@ static at_status tune_one(at_context *ctx, at_template *t, const at_problem *p,
         int i = index_of(configs, n, cfg, np), dup = 0;
         for (size_t j = 0; j < nfirst && !dup; j++) dup = first[j] == (size_t)i;
         if (i >= 0 && !dup) first[nfirst++] = (size_t)i;
-        if (d + 1 == nseeds) rep->seeds = (int64_t)nfirst;
+        if (d + 1 == nseeds) rep->seeds = (int64_t)(nseed_first = nfirst);
     }
     /* The search sees value indices, the values themselves, and the operation's prior. */
     size_t nvalues[AT_MAX_PARAMS];
@@ -432,6 +506,15 @@ static at_status tune_one(at_context *ctx, at_template *t, const at_problem *p,
     }
     at_search_space ss = {n, np, idx, nvalues, valp};
     at_search_options so = at_search_options_of(opts);
+    /* The warm start: the results of related tasks (docs/search.md, "Transfer"). Their best
+     * configs take the defaults' place after the seeds: they give the early-stop rule its bar
+     * as well and are likelier to be good here. */
+    warm_start warm = {0};
+    if (st == AT_OK && !opts->no_transfer && !opts->replay_db && !nonly)
+        st = warm_gather(ctx, t, p, &ss, &warm);
+    so.sources = warm.src;
+    so.nsources = warm.nsrc;
+    if (warm.nsrc) nfirst = nseed_first;
     so.first = first;
     so.nfirst = nfirst;
     if (nonly) so.max_evals = (int64_t)nfirst; /* those and no other */
@@ -456,6 +539,15 @@ static at_status tune_one(at_context *ctx, at_template *t, const at_problem *p,
                        .space = s,
                        .configs = configs};
     if (st == AT_OK) st = at_tune_loop(search, ev, opts, &env, &loop);
+    for (size_t i = 0; search && i < warm.nsrc; i++) {
+        size_t pairs = 0;
+        at_search_source_weight(search, i, &warm.info[i].weight, NULL, &pairs);
+        warm.info[i].pairs = (int64_t)pairs;
+        if (opts->transfer_out) opts->transfer_out[i] = warm.info[i];
+    }
+    rep->transfer_sources = (int32_t)warm.nsrc;
+    rep->first_picks_from_sources = search ? (int32_t)at_search_first_from_sources(search) : 0;
+    warm_free(&warm);
     /* A failed write stopped the run: nothing more is written, its message stays the one. */
     if (st == AT_OK && dev.best_prog && loop.have_best)
         at_binary_store(ctx, t->source, dev.best_options, dev.best_prog);
@@ -595,6 +687,8 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
             co.run_limit_s = fmax(fmax(AT_RUN_LIMIT_MS / 1e3, 3 * run_s), 10 * scaled_s);
         st = tune_one(ctx, t, p, &co, only, nonly, NULL, rep, best_config, best_len);
         rep->proxy_confirmed = rep->evaluated;
+        rep->transfer_sources = prep.transfer_sources; /* the search was the proxy's */
+        rep->first_picks_from_sources = prep.first_picks_from_sources;
     } else {
         rep->measured = prep.measured; /* what an interrupt leaves: the proxy's work */
     }

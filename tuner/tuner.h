@@ -156,6 +156,21 @@ at_status at_pipeline_compile(at_context *ctx, at_template *t, int64_t limit, ui
 size_t at_seed_configs(at_context *ctx, const at_template *t, const at_problem *p, int64_t *out,
                        size_t cap);
 
+/* A related task of p for a warm start (docs/search.md, "Transfer"): the results of t's
+ * template (by name) in a database on the search path for a neighbouring shape on this device, or
+ * for p's shape on another device of its family or vendor. */
+typedef struct at_related {
+    struct at_recording *rec; /* its results (owned) */
+    char problem[256], device[256];
+} at_related;
+
+/* Up to cap related tasks of p for t (AT_TRANSFER_MAX): the 3 nearest shapes tuned on this
+ * device (log-shape distance, nearest database first), then p's shape on up to 2 other devices
+ * of this family, then of this vendor. Unreadable entries are passed over. Returns the count. */
+size_t at_related_results(at_context *ctx, const at_template *t, const at_problem *p,
+                          at_related *out, size_t cap);
+void at_related_free(at_related *r, size_t n);
+
 at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
                            const at_tune_options *opts, at_tune_report *rep, char *best_config,
                            size_t best_len);

@@ -1,11 +1,14 @@
-/* Peer measurements for benchmarks/pocl/run.sh: one SGEMM problem C = A*B (f32, row-major,
- * no transposes, alpha = 1, beta = 0, m = n = k = S), timed with
+/* Peer measurements for benchmarks/pocl/run.sh: one SGEMM problem C = op(A)*op(B) (f32,
+ * row-major, alpha = 1, beta = 0; m = n = k = S, or --m/--n/--k, layout --layout), timed with
  *   - OpenBLAS cblas_sgemm on the host CPU, all threads (the CPU ceiling), and
  *   - CLBlast CLBlastSgemm with its shipped (built-in) parameters on an OpenCL device.
  * The CLBlast result is checked against OpenBLAS.
  *
- * Usage: peers S [--platform P] [--device D] [--min-seconds T] [--max-runs N]
- *                [--no-clblast] [--no-openblas]
+ * Usage: peers S [--m M] [--n N] [--k K] [--layout nn|nt|tn|tt] [--platform P] [--device D]
+ *                [--min-seconds T] [--max-runs N] [--no-clblast] [--no-openblas]
+ * (S sets m, n and k; --m/--n/--k override one each. Layout: first letter A, second B; t: the
+ * operand is stored transposed, A as K x M, B as N x K.) OpenBLAS picks its kernel by the CPU it
+ * detects; OPENBLAS_CORETYPE forces one (run.sh does) and the JSON reports the one used.
  * Prints a human log on stderr and one JSON object on stdout.
  *
  * Timing: one untimed warm-up call (it also compiles CLBlast's kernels), then timed calls
@@ -110,17 +113,32 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr,
-                "usage: %s S [--platform P] [--device D] [--min-seconds T] "
-                "[--max-runs N] [--no-clblast] [--no-openblas]\n",
+                "usage: %s S [--m M] [--n N] [--k K] [--layout nn|nt|tn|tt] [--platform P] "
+                "[--device D] [--min-seconds T] [--max-runs N] [--no-clblast] [--no-openblas]\n",
                 argv[0]);
         return 2;
     }
     const size_t S = (size_t)strtoull(argv[1], NULL, 10);
+    size_t M = S, N = S, K = S;
+    int ta = 0, tb = 0;
+    char layout[3] = "nn";
     cl_uint plat_i = 0, dev_i = 0;
     double min_seconds = 1.0;
     int max_runs = 10, do_clblast = 1, do_openblas = 1;
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--platform") && i + 1 < argc)
+        if (!strcmp(argv[i], "--m") && i + 1 < argc)
+            M = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            N = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--k") && i + 1 < argc)
+            K = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--layout") && i + 1 < argc && strlen(argv[i + 1]) == 2 &&
+                 strchr("nt", argv[i + 1][0]) && strchr("nt", argv[i + 1][1])) {
+            ++i;
+            memcpy(layout, argv[i], 3);
+            ta = layout[0] == 't';
+            tb = layout[1] == 't';
+        } else if (!strcmp(argv[i], "--platform") && i + 1 < argc)
             plat_i = (cl_uint)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
             dev_i = (cl_uint)atoi(argv[++i]);
@@ -137,13 +155,17 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (S == 0 || max_runs < MIN_RUNS) {
+    if (M == 0 || N == 0 || K == 0 || max_runs < MIN_RUNS) {
         fprintf(stderr, "peers: bad size or --max-runs (must be >= %d)\n", MIN_RUNS);
         return 2;
     }
-    const size_t n2 = S * S;
-    const double flop = 2.0 * (double)S * (double)S * (double)S;
-    float *A = malloc(n2 * sizeof(float)), *B = malloc(n2 * sizeof(float));
+    /* Element counts of A (m x k), B (k x n), C (m x n) and their leading dimensions. */
+    const size_t na = M * K, nb = K * N, n2 = M * N;
+    const size_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+    const CBLAS_TRANSPOSE cta = ta ? CblasTrans : CblasNoTrans,
+                          ctb = tb ? CblasTrans : CblasNoTrans;
+    const double flop = 2.0 * (double)M * (double)N * (double)K;
+    float *A = malloc(na * sizeof(float)), *B = malloc(nb * sizeof(float));
     float *Cref = malloc(n2 * sizeof(float)), *C = malloc(n2 * sizeof(float));
     float *bound = malloc(n2 * sizeof(float));
     double *ms = malloc((size_t)max_runs * sizeof(double));
@@ -151,8 +173,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "peers: out of memory\n");
         return 1;
     }
-    for (size_t i = 0; i < n2; i++) A[i] = rnd();
-    for (size_t i = 0; i < n2; i++) B[i] = rnd();
+    for (size_t i = 0; i < na; i++) A[i] = rnd();
+    for (size_t i = 0; i < nb; i++) B[i] = rnd();
 
     /* ---- OpenBLAS: reference, error bound, and (optionally) the CPU ceiling ---- */
     char ob_config[512] = "", ob_core[128] = "";
@@ -161,19 +183,19 @@ int main(int argc, char **argv)
     trim(ob_config);
     trim(ob_core);
     const int ob_threads = openblas_get_num_threads();
-    fprintf(stderr, "peers: S=%zu; OpenBLAS config '%s', core %s, %d thread(s)\n", S, ob_config,
-            ob_core, ob_threads);
+    fprintf(stderr, "peers: m=%zu n=%zu k=%zu %s; OpenBLAS config '%s', core %s, %d thread(s)\n", M,
+            N, K, layout, ob_config, ob_core, ob_threads);
 
     timing tob = {0};
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)S, (int)S, 1.0f, A, (int)S,
-                B, (int)S, 0.0f, Cref, (int)S); /* warm-up and reference */
+    cblas_sgemm(CblasRowMajor, cta, ctb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb,
+                0.0f, Cref, (int)ldc); /* warm-up and reference */
     if (do_openblas) {
         int r = 0;
         double t_all = 0.0;
         while (r < max_runs && (r < MIN_RUNS || t_all < min_seconds)) {
             double t0 = now_s();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)S, (int)S, 1.0f, A,
-                        (int)S, B, (int)S, 0.0f, Cref, (int)S);
+            cblas_sgemm(CblasRowMajor, cta, ctb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B,
+                        (int)ldb, 0.0f, Cref, (int)ldc);
             double dt = now_s() - t0;
             ms[r++] = dt * 1e3;
             t_all += dt;
@@ -184,11 +206,12 @@ int main(int argc, char **argv)
                 tob.runs, tob.median_ms, flop / (tob.median_ms * 1e6), tob.min_ms);
     }
     { /* bound = |A| |B| for the component-wise relative error */
-        float *Aa = malloc(n2 * sizeof(float)), *Ba = malloc(n2 * sizeof(float));
+        float *Aa = malloc(na * sizeof(float)), *Ba = malloc(nb * sizeof(float));
         if (!Aa || !Ba) return 1;
-        for (size_t i = 0; i < n2; i++) Aa[i] = fabsf(A[i]), Ba[i] = fabsf(B[i]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)S, (int)S, 1.0f, Aa,
-                    (int)S, Ba, (int)S, 0.0f, bound, (int)S);
+        for (size_t i = 0; i < na; i++) Aa[i] = fabsf(A[i]);
+        for (size_t i = 0; i < nb; i++) Ba[i] = fabsf(B[i]);
+        cblas_sgemm(CblasRowMajor, cta, ctb, (int)M, (int)N, (int)K, 1.0f, Aa, (int)lda, Ba,
+                    (int)ldb, 0.0f, bound, (int)ldc);
         free(Aa);
         free(Ba);
     }
@@ -236,15 +259,15 @@ int main(int argc, char **argv)
         CLCHK("clCreateContext");
         q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
         CLCHK("clCreateCommandQueue");
-        dA = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n2 * sizeof(float), NULL, &err);
+        dA = clCreateBuffer(ctx, CL_MEM_READ_ONLY, na * sizeof(float), NULL, &err);
         CLCHK("clCreateBuffer A");
-        dB = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n2 * sizeof(float), NULL, &err);
+        dB = clCreateBuffer(ctx, CL_MEM_READ_ONLY, nb * sizeof(float), NULL, &err);
         CLCHK("clCreateBuffer B");
         dC = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n2 * sizeof(float), NULL, &err);
         CLCHK("clCreateBuffer C");
-        err = clEnqueueWriteBuffer(q, dA, CL_TRUE, 0, n2 * sizeof(float), A, 0, NULL, NULL);
+        err = clEnqueueWriteBuffer(q, dA, CL_TRUE, 0, na * sizeof(float), A, 0, NULL, NULL);
         CLCHK("write A");
-        err = clEnqueueWriteBuffer(q, dB, CL_TRUE, 0, n2 * sizeof(float), B, 0, NULL, NULL);
+        err = clEnqueueWriteBuffer(q, dB, CL_TRUE, 0, nb * sizeof(float), B, 0, NULL, NULL);
         CLCHK("write B");
         for (size_t i = 0; i < n2; i++) C[i] = NAN; /* beta = 0: C must not be read */
         err = clEnqueueWriteBuffer(q, dC, CL_TRUE, 0, n2 * sizeof(float), C, 0, NULL, NULL);
@@ -257,8 +280,9 @@ int main(int argc, char **argv)
             cl_event ev = NULL;
             double t0 = now_s();
             CLBlastStatusCode st =
-                CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, S, S, S,
-                             1.0f, dA, 0, S, dB, 0, S, 0.0f, dC, 0, S, &q, &ev);
+                CLBlastSgemm(CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+                             tb ? CLBlastTransposeYes : CLBlastTransposeNo, M, N, K, 1.0f, dA, 0,
+                             lda, dB, 0, ldb, 0.0f, dC, 0, ldc, &q, &ev);
             if (st != CLBlastSuccess) {
                 snprintf(cl_err, sizeof cl_err, "CLBlastSgemm returned status %d", (int)st);
                 goto cl_done;
@@ -310,9 +334,9 @@ int main(int argc, char **argv)
     }
 
     /* ---- JSON on stdout ---- */
-    printf("{\"size\":%zu,\"flop\":%.0f,\"timing_rule\":{\"min_seconds\":%g,\"max_runs\":%d,\"min_"
-           "runs\":%d}",
-           S, flop, min_seconds, max_runs, MIN_RUNS);
+    printf("{\"size\":%zu,\"m\":%zu,\"n\":%zu,\"k\":%zu,\"layout\":\"%s\",\"flop\":%.0f,"
+           "\"timing_rule\":{\"min_seconds\":%g,\"max_runs\":%d,\"min_runs\":%d}",
+           S, M, N, K, layout, flop, min_seconds, max_runs, MIN_RUNS);
     printf(",\"openblas\":{\"config\":");
     json_str(stdout, ob_config);
     printf(",\"corename\":");

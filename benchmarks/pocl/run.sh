@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # Side-by-side SGEMM benchmark on the PoCL (OpenCL-on-CPU) device:
 #   autotune (tuned best + tuning wall time), CLBlast with shipped parameters,
-#   CLBlast's own tuner (clblast_tuner_xgemm), and OpenBLAS natively as the CPU ceiling.
-# Problem: C = A*B, f32, row-major, nn, alpha=1, beta=0, m=n=k=S for S in $SIZES.
+#   OpenBLAS natively as the CPU ceiling (its best kernel for this CPU, forced: see below), and
+#   optionally CLBlast's own tuner (clblast_tuner_xgemm; off by default).
+# Problems: C = op(A)*op(B), f32, row-major, alpha=1, beta=0: m=n=k=S for S in $SIZES in every
+# layout of $LAYOUTS, then $EXTRA (two LLM shapes by default); ~25 min with the defaults
+# (18 tunes of autotune's default 60-s budget, plus the peers). The whole wall time is printed.
 #
 # Usage: benchmarks/pocl/run.sh OUTDIR
 # Environment (all optional):
-#   SIZES="1024 2048"            problem sizes
+#   SIZES="512 1024 2048 4096"   square problem sizes
+#   LAYOUTS="nn nt tn tt"        layouts of the square problems (nt: B stored N x K; tn: A K x M)
+#   EXTRA="16x4096x4096:nt 512x4096x4096:nt"   more problems, MxNxK:LAYOUT (LLM linear layers:
+#                                a batch of 16 or 512 tokens through a 4096 x 4096 weight stored
+#                                out x in, as torch.nn.Linear keeps it)
+#   PROBLEMS="..."               the whole list instead (MxNxK:LAYOUT ...)
+#   OPENBLAS_CORETYPE            OpenBLAS kernel; default: SkylakeX when the CPU has AVX-512F,
+#                                Haswell when it has AVX2 (OpenBLAS's own detection picks a slower
+#                                kernel on a CPU whose name it does not know, e.g. a VM's generic
+#                                "Intel Xeon Processor"); OPENBLAS_NUM_THREADS default: nproc
 #   AUTOTUNE=build/autotune      autotune binary (relative paths are relative to the repo root)
 #   AUTOTUNE_FLAGS=""            extra flags for `autotune gemm` (e.g. "--backend opencl --budget 120s")
 #   CL_PLATFORM=0 CL_DEVICE=0    OpenCL platform/device index (PoCL on this machine)
@@ -20,8 +32,10 @@
 #                                At 2048 on PoCL the tuner's 4 reference-kernel runs alone
 #                                take ~4 x 2 x 110 s here, so 2048 normally ends this way.
 #   PEERS_MIN_SECONDS=1 PEERS_MAX_RUNS=10   timing rule of peers.c
-#   SKIP="..."                   space-separated steps to skip: autotune peers clblast_tuner
+#   SKIP="clblast_tuner"         space-separated steps to skip: autotune peers clblast_tuner
+#                                (default: the CLBlast tuner; SKIP="" runs it too, ~10 min a size)
 set -euo pipefail
+T_START=$(date +%s.%N)
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -33,7 +47,30 @@ fi
 mkdir -p "$1"
 OUTDIR=$(cd "$1" && pwd)
 
-SIZES=${SIZES:-"1024 2048"}
+SIZES=${SIZES-"512 1024 2048 4096"}
+LAYOUTS=${LAYOUTS:-"nn nt tn tt"}
+EXTRA=${EXTRA-"16x4096x4096:nt 512x4096x4096:nt"}
+if [ -z "${PROBLEMS:-}" ]; then
+    PROBLEMS=""
+    for S in $SIZES; do for L in $LAYOUTS; do PROBLEMS+="${S}x${S}x${S}:$L "; done; done
+    PROBLEMS+="$EXTRA"
+fi
+PROBLEMS=$(echo $PROBLEMS) # one space between entries
+for P in $PROBLEMS; do
+    if ! [[ $P =~ ^[0-9]+x[0-9]+x[0-9]+:(nn|nt|tn|tt)$ ]]; then
+        echo "$0: bad problem '$P' (MxNxK:LAYOUT, layout nn nt tn tt)" >&2
+        exit 2
+    fi
+done
+# OpenBLAS's best kernel for this CPU, forced (see the head of this file), on every core.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+        export OPENBLAS_CORETYPE=SkylakeX
+    elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+        export OPENBLAS_CORETYPE=Haswell
+    fi
+fi
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$(nproc)}
 AUTOTUNE=${AUTOTUNE:-build/autotune}
 case "$AUTOTUNE" in /*) ;; *) AUTOTUNE="$ROOT/$AUTOTUNE" ;; esac
 AUTOTUNE_FLAGS=${AUTOTUNE_FLAGS:-}
@@ -45,7 +82,7 @@ CLBLAST_TUNER_RUNS=${CLBLAST_TUNER_RUNS:-1}
 CLBLAST_TUNER_TIMEOUT=${CLBLAST_TUNER_TIMEOUT:-900}
 PEERS_MIN_SECONDS=${PEERS_MIN_SECONDS:-1}
 PEERS_MAX_RUNS=${PEERS_MAX_RUNS:-10}
-SKIP=${SKIP:-}
+SKIP=${SKIP-clblast_tuner}
 CC=${CC:-cc}
 
 # The peers come from Debian: install what is missing (as root, or with sudo).
@@ -77,22 +114,25 @@ step_record() {
     for kv in "$@"; do printf '%s\n' "$kv" >> "$STEPS/$name.env"; done
 }
 
-# run_step NAME CMD...: runs a measured step with an empty PoCL kernel cache of its own (so no
-# tool's time benefits from kernels another compiled), stdout to NAME.json, stderr to
+# run_step NAME CACHE CMD...: runs a measured step with the PoCL kernel cache CACHE (autotune:
+# an empty one of its own, so no tuning time benefits from kernels another step compiled; the
+# peers share one, since only their kernel times are compared), stdout to NAME.json, stderr to
 # NAME.stderr.log, and records it; sets rc, t0, t1.
 run_step() {
-    local name=$1; shift
-    export POCL_CACHE_DIR="$WORK/pocl-cache-$name"; mkdir -p "$POCL_CACHE_DIR"
+    local name=$1 cache=$2; shift 2
+    export POCL_CACHE_DIR="$WORK/pocl-cache-$cache"; mkdir -p "$POCL_CACHE_DIR"
     t0=$(now); rc=0
     "$@" > "$OUTDIR/$name.json" 2> "$OUTDIR/$name.stderr.log" || rc=$?
     t1=$(now)
-    rm -rf "$POCL_CACHE_DIR"; unset POCL_CACHE_DIR
+    [ "$cache" = "$name" ] && rm -rf "$POCL_CACHE_DIR"
+    unset POCL_CACHE_DIR
     step_record "$name" status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "$@")" \
         "stdout=$name.json" "stderr=$name.stderr.log"
 }
 
 # ---- environment -------------------------------------------------------------------------
-log "output in $OUTDIR; sizes: $SIZES"
+log "output in $OUTDIR; problems: $PROBLEMS"
+log "OpenBLAS: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset (its own detection)}, OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS"
 date -u +%Y-%m-%dT%H:%M:%SZ > "$OUTDIR/date.txt"
 { clinfo -l 2>&1 || echo "clinfo -l failed"; } > "$OUTDIR/clinfo-l.txt"
 { clinfo 2>&1 || true; } > "$OUTDIR/clinfo.txt"
@@ -103,7 +143,8 @@ date -u +%Y-%m-%dT%H:%M:%SZ > "$OUTDIR/date.txt"
     > "$OUTDIR/packages.txt"
 { git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown; } > "$OUTDIR/git-rev.txt"
 {
-    echo "SIZES=$SIZES"
+    echo "PROBLEMS=$PROBLEMS"
+    echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
     echo "AUTOTUNE=$AUTOTUNE"
     echo "AUTOTUNE_FLAGS=$AUTOTUNE_FLAGS"
     echo "CL_PLATFORM=$CL_PLATFORM CL_DEVICE=$CL_DEVICE"
@@ -126,8 +167,11 @@ if ! skipped peers; then
     fi
 fi
 
-# ---- per size ----------------------------------------------------------------------------
-for S in $SIZES; do
+# ---- per problem -------------------------------------------------------------------------
+for P in $PROBLEMS; do
+    dims=${P%%:*}; L=${P##*:}
+    M=${dims%%x*}; rest=${dims#*x}; N=${rest%%x*}; K=${rest#*x}
+    S="${dims}_$L"  # the steps' name suffix
     # fresh PoCL kernel cache per tool and size, so every tool pays its own compilations
     # (otherwise PoCL's on-disk cache from an earlier run makes tuning look faster)
 
@@ -142,10 +186,12 @@ for S in $SIZES; do
         db="$OUTDIR/$name.db"
         rm -rf "$db"; mkdir -p "$db"
         # shellcheck disable=SC2206  # AUTOTUNE_FLAGS is split on purpose
-        cmd=("$AUTOTUNE" gemm --m "$S" --n "$S" --k "$S" --db "$db" --json $AUTOTUNE_FLAGS)
-        log "autotune S=$S: $(quote "${cmd[@]}")"
-        run_step "$name" "${cmd[@]}"
-        log "autotune S=$S: rc=$rc, wall $(python3 -c "print(round($t1-$t0,1))") s"
+        cmd=("$AUTOTUNE" gemm --m "$M" --n "$N" --k "$K" --layout "$L" --db "$db" --json
+             $AUTOTUNE_FLAGS)
+        log "autotune $P: $(quote "${cmd[@]}")"
+        run_step "$name" "$name" "${cmd[@]}"
+        best=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); b=d['best']; print('%.1f GFLOP/s %s' % (b['gflops'], b['config']))" "$OUTDIR/$name.json" 2>/dev/null || echo "no result")
+        log "autotune $P: rc=$rc, wall $(python3 -c "print(round($t1-$t0,1))") s, $best"
     fi
 
     # (b)+(d) CLBlast shipped parameters and OpenBLAS
@@ -155,11 +201,11 @@ for S in $SIZES; do
     elif [ "$PEERS_OK" != 1 ]; then
         step_record "$name" status=build_failed "stderr=peers-build.log"
     else
-        cmd=("$PEERS" "$S" --platform "$CL_PLATFORM" --device "$CL_DEVICE"
-             --min-seconds "$PEERS_MIN_SECONDS" --max-runs "$PEERS_MAX_RUNS")
-        log "peers S=$S: $(quote "${cmd[@]}")"
-        run_step "$name" "${cmd[@]}"
-        log "peers S=$S: rc=$rc"
+        cmd=("$PEERS" "$M" --m "$M" --n "$N" --k "$K" --layout "$L" --platform "$CL_PLATFORM"
+             --device "$CL_DEVICE" --min-seconds "$PEERS_MIN_SECONDS" --max-runs "$PEERS_MAX_RUNS")
+        log "peers $P: $(quote "${cmd[@]}")"
+        run_step "$name" peers "${cmd[@]}"
+        log "peers $P: rc=$rc"
         sed 's/^/    /' "$OUTDIR/$name.stderr.log" >&2 || true
     fi
 
@@ -173,13 +219,13 @@ for S in $SIZES; do
     else
         # default: the explored share shrinks with the cost of one kernel run (~S^3), so the
         # tuner takes a similar time at every size (~130 configs at 1024, ~16 at 2048)
-        frac=${CLBLAST_TUNER_FRACTION:-$(( S * S * S / 1048576 ))}
+        frac=${CLBLAST_TUNER_FRACTION:-$(( M * N * K / 1073741824 ))}
         [ "$frac" = 0 ] && frac=1
         dir="$OUTDIR/$name"   # the tuner writes clblast_xgemm_*_32.json into its cwd
         rm -rf "$dir"; mkdir -p "$dir"
         cmd=("$CLBLAST_TUNER" -platform "$CL_PLATFORM" -device "$CL_DEVICE" -precision 32
-             -m "$S" -n "$S" -k "$S" -alpha 1 -beta 0 -fraction "$frac" -runs "$CLBLAST_TUNER_RUNS")
-        log "clblast tuner S=$S (timeout ${CLBLAST_TUNER_TIMEOUT}s): $(quote "${cmd[@]}")"
+             -m "$M" -n "$N" -k "$K" -alpha 1 -beta 0 -fraction "$frac" -runs "$CLBLAST_TUNER_RUNS")
+        log "clblast tuner $P (timeout ${CLBLAST_TUNER_TIMEOUT}s): $(quote "${cmd[@]}")"
         TIMEV=(env)
         [ -x /usr/bin/time ] && TIMEV=(/usr/bin/time -v -o "$dir/time-v.txt")
         export POCL_CACHE_DIR="$WORK/pocl-cache-$name"; mkdir -p "$POCL_CACHE_DIR"
@@ -193,11 +239,14 @@ for S in $SIZES; do
         step_record "$name" status=ran "rc=$rc" "t0=$t0" "t1=$t1" "fraction=$frac" \
             "runs=$CLBLAST_TUNER_RUNS" "timeout=$CLBLAST_TUNER_TIMEOUT" \
             "cmd=cd $name && $(quote "${cmd[@]}")" "stdout=$name/stdout.log" "stderr=$name/stderr.log"
-        log "clblast tuner S=$S: rc=$rc, wall $(python3 -c "print(round($t1-$t0,1))") s"
+        log "clblast tuner $P: rc=$rc, wall $(python3 -c "print(round($t1-$t0,1))") s"
     fi
 done
 
 # ---- summary -----------------------------------------------------------------------------
+wall=$(python3 -c "print(round($(now) - $T_START, 1))")
+echo "$wall" > "$OUTDIR/wall.txt"
 log "writing summary"
-python3 "$HERE/summarize.py" "$OUTDIR" "$SIZES"
+python3 "$HERE/summarize.py" "$OUTDIR" "$PROBLEMS"
 cat "$OUTDIR/summary.txt"
+log "whole run: $wall s wall"

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Summarize a benchmarks/pocl/run.sh output directory (stdlib only).
 
-Usage: summarize.py OUTDIR "SIZES"          -> writes OUTDIR/summary.json and OUTDIR/summary.txt
+Usage: summarize.py OUTDIR "PROBLEMS"       -> writes OUTDIR/summary.json and OUTDIR/summary.txt
        summarize.py --tuner-log STDOUT.log S -> prints the parsed clblast_tuner_xgemm result (debug)
+
+PROBLEMS: space-separated MxNxK:LAYOUT (steps named <tool>_MxNxK_LAYOUT), or a plain S for
+m = n = k = S, nn (steps named <tool>_S: the runs before layouts were added).
 """
 import glob
 import json
@@ -45,8 +48,31 @@ def last_json_object(text):
         return None
 
 
-def gflops(size, ms):
-    return 2.0 * size ** 3 / (ms * 1e6) if ms and ms > 0 else None
+class Problem:
+    """One benchmark problem: sizes, layout, the step names' suffix and its FLOP count."""
+
+    def __init__(self, token):
+        if re.fullmatch(r"\d+", token):
+            self.m = self.n = self.k = int(token)
+            self.layout, self.tag = "nn", token
+            self.label = "m=n=k=%s" % token
+        else:
+            mt = re.fullmatch(r"(\d+)x(\d+)x(\d+):(nn|nt|tn|tt)", token)
+            if not mt:
+                sys.exit("summarize.py: bad problem '%s' (MxNxK:LAYOUT or S)" % token)
+            self.m, self.n, self.k = (int(mt.group(i)) for i in (1, 2, 3))
+            self.layout = mt.group(4)
+            self.tag = "%dx%dx%d_%s" % (self.m, self.n, self.k, self.layout)
+            self.label = "m=%d n=%d k=%d %s" % (self.m, self.n, self.k, self.layout)
+        self.flop = 2.0 * self.m * self.n * self.k
+
+    def __str__(self):
+        return self.tag
+
+
+def gflops(prob, ms):
+    flop = prob.flop if isinstance(prob, Problem) else 2.0 * prob ** 3
+    return flop / (ms * 1e6) if ms and ms > 0 else None
 
 
 def wall(env):
@@ -177,7 +203,7 @@ def time_v(path):
 # ---- rows ---------------------------------------------------------------------------------
 
 def row_autotune(outdir, size):
-    env = read_env(os.path.join(outdir, "steps", "autotune_%d.env" % size))
+    env = read_env(os.path.join(outdir, "steps", "autotune_%s.env" % size))
     st = env.get("status", "not run")
     row = {"status": st, "gflops": None, "tuning_wall_s": None}
     if st == "missing":
@@ -223,7 +249,7 @@ def row_autotune(outdir, size):
 
 
 def rows_peers(outdir, size):
-    env = read_env(os.path.join(outdir, "steps", "peers_%d.env" % size))
+    env = read_env(os.path.join(outdir, "steps", "peers_%s.env" % size))
     st = env.get("status", "not run")
     cl = {"status": st, "gflops": None, "tuning_wall_s": None}
     ob = {"status": st, "gflops": None, "tuning_wall_s": None}
@@ -257,7 +283,7 @@ def rows_peers(outdir, size):
 
 
 def row_tuner(outdir, size):
-    name = "clblast_tuner_%d" % size
+    name = "clblast_tuner_%s" % size
     env = read_env(os.path.join(outdir, "steps", name + ".env"))
     st = env.get("status", "not run")
     row = {"status": st, "gflops": None, "tuning_wall_s": None}
@@ -271,7 +297,7 @@ def row_tuner(outdir, size):
     row["runs"] = env.get("runs")
     row["tuning_wall_s"] = wall(env)
     row["time_v"] = time_v(os.path.join(d, "time-v.txt"))
-    p = parse_tuner_stdout(read(os.path.join(d, "stdout.log")), size)
+    p = parse_tuner_stdout(read(os.path.join(d, "stdout.log")), size.m if isinstance(size, Problem) else size)
     row["parsed"] = p
     row["json_files"] = parse_tuner_jsons(d, size)
     row["gflops"] = p["best_gflops"]
@@ -307,7 +333,7 @@ def main():
         return
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    outdir, sizes = sys.argv[1], [int(s) for s in sys.argv[2].split()]
+    outdir, sizes = sys.argv[1], [Problem(s) for s in sys.argv[2].split()]
 
     device_line = "; ".join(l.strip() for l in read(os.path.join(outdir, "clinfo-l.txt")).splitlines()
                             if "Device" in l or "Platform" in l)
@@ -321,7 +347,9 @@ def main():
             cpus = l.split(":", 1)[1].strip()
     summary = {
         "date": read(os.path.join(outdir, "date.txt")).strip(),
-        "problem": "SGEMM C = A*B, f32, row-major, nn, alpha=1, beta=0, m=n=k=S",
+        "problem": "SGEMM C = op(A)*op(B), f32, row-major, alpha=1, beta=0; layout nt: B stored "
+                   "N x K (op(B) = B^T), tn: A stored K x M",
+        "wall_s": read(os.path.join(outdir, "wall.txt")).strip(),
         "device": device_line,
         "cpu_model": cpu,
         "cpus": cpus,
@@ -353,7 +381,7 @@ def main():
             g = r.get("gflops")
             r["ratio_to_autotune"] = (g / base) if (g and base) else None
         summary["sizes"][str(S)] = rows
-        lines.append("m=n=k=%d" % S)
+        lines.append(S.label)
         lines.append("  %-20s %10s %12s %16s  %s" % ("", "GFLOP/s", "x autotune", "tuning wall s", "notes"))
         for key, label in order:
             r = rows[key]
@@ -363,7 +391,20 @@ def main():
                 fmt(r.get("tuning_wall_s"), ".1f"), r.get("status") if r.get("status") != "ok" and
                 not r.get("note") else r.get("note", "")))
         lines.append("")
-    lines.append("GFLOP/s = 2*S^3 / time.  autotune: its best.gflops (median kernel time from OpenCL")
+    lines.append("ratios (autotune GFLOP/s over the peer's):")
+    lines.append("  %-28s %9s %9s %9s %9s %9s" % ("", "autotune", "OpenBLAS", "x OpenBLAS", "CLBlast",
+                                                   "x CLBlast"))
+    for S in sizes:
+        rows = summary["sizes"][str(S)]
+        a, o, c = (rows[k].get("gflops") for k in ("autotune", "openblas", "clblast_shipped"))
+        lines.append("  %-28s %9s %9s %9s %9s %9s" % (
+            S.label, fmt(a, ".1f"), fmt(o, ".1f"), fmt(a / o, ".2f") if a and o else "-",
+            fmt(c, ".1f"), fmt(a / c, ".1f") if a and c else "-"))
+    lines.append("")
+    if summary["wall_s"]:
+        lines.append("whole run: %s s wall" % summary["wall_s"])
+        lines.append("")
+    lines.append("GFLOP/s = 2*m*n*k / time.  autotune: its best.gflops (median kernel time from OpenCL")
     lines.append("profiling events, kernel only).  CLBlast shipped / OpenBLAS: median host wall time of")
     lines.append("whole calls (peers.c).  CLBlast tuner: fastest config, host wall time of its Xgemm kernel")
     lines.append("alone (min over -runs after a warm-up), sampled 1/fraction of each of its 4 spaces.")
@@ -375,7 +416,7 @@ def main():
         rows = summary["sizes"][str(S)]
         for key in ("autotune", "clblast_shipped", "clblast_tuner"):
             if rows[key].get("cmd"):
-                lines.append("  %s %d: %s" % ("peers" if key == "clblast_shipped" else key, S,
+                lines.append("  %s %s: %s" % ("peers" if key == "clblast_shipped" else key, S,
                                               rows[key]["cmd"]))
     lines.append("")
     lines.append("settings:")

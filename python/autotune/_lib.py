@@ -9,6 +9,7 @@ from ctypes import (
     c_char_p,
     c_double,
     c_int,
+    c_int32,
     c_int64,
     c_size_t,
     c_uint,
@@ -74,7 +75,11 @@ class TuneOptions(Structure):
         ("slowdown_limit", c_double),
         ("on_candidate", c_void_p),
         ("no_proxy", c_int),
-        ("reserved", c_void_p * 4),
+        ("no_transfer", c_int),
+        ("transfer", POINTER(c_char_p)),
+        ("ntransfer", c_size_t),
+        ("transfer_out", c_void_p),
+        ("reserved", c_void_p * 1),
     ]
 
 
@@ -102,7 +107,9 @@ class TuneReport(Structure):
         ("proxy_problem", c_char * 48),
         ("proxy_evaluated", c_int64),
         ("proxy_confirmed", c_int64),
-        ("reserved", c_int64 * 2),
+        ("transfer_sources", c_int32),
+        ("first_picks_from_sources", c_int32),
+        ("reserved", c_int64 * 1),
     ]
 
 
@@ -145,7 +152,10 @@ class ReplayReport(Structure):
         ("ntrajectory", c_size_t),
         ("trajectory_evals", POINTER(c_int64)),
         ("trajectory_best", POINTER(c_double)),
-        ("reserved", c_int64 * 8),
+        ("ntransfer", c_size_t),
+        ("transfer", c_void_p),
+        ("first_picks_from_sources", c_int64),
+        ("reserved", c_int64 * 5),
     ]
 
 

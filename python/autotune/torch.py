@@ -144,7 +144,9 @@ def matmul(a, b, *, out=None):
         return out.copy_(c)
     c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
     ptrs = (_lib.DevPtr * 3)(*(_lib.DevPtr(x.data_ptr()) for x in (a, b, c)))
-    stream = ctypes.c_void_p(torch.cuda.current_stream(a.device).cuda_stream)
+    # PyTorch's default stream is CUDA's legacy stream, handle 0, which the library would read
+    # as "the context's own stream": name it CU_STREAM_LEGACY (0x1) instead.
+    stream = ctypes.c_void_p(torch.cuda.current_stream(a.device).cuda_stream or 0x1)
     ctx.check(lib.at_kernel_launch(kernel._live(), ptrs, 3, stream))
     _stats["autotune"] += 1
     return c

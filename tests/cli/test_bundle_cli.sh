@@ -16,8 +16,9 @@ if ! "$AT" devices 2>&1 | grep -qE "opencl +available"; then
   exit 77
 fi
 
-# Two tiny databases tuned on this device (a few evaluations each).
-tune=(--k 16 --budget 3 --strategy random --seed 1)
+# Two tiny databases tuned on this device (a few evaluations each), of gemm.cl (the default on
+# a CPU device is gemm_cpu; the checks below name the template).
+tune=(--k 16 --budget 3 --strategy random --seed 1 --template gemm)
 expect 0 "" -- gemm --m 16 --n 16 "${tune[@]}" --db "$work/A"
 expect 0 "" -- gemm --m 24 --n 16 "${tune[@]}" --db "$work/B"
 expect 0 "^opencl/" -- db list --table devices --db "$work/A"

@@ -2,7 +2,8 @@
 # test_layers_cli.sh — the CLI over layered databases (docs/shipping.md): --no-tune answers from
 # a read-only layer on $AUTOTUNE_DB_PATH without writing to it, the default without one; a
 # damaged layer is a warning, not a failure; db show lists every database and the chain;
-# db verify on a fresh tune; every bad input of --no-tune, db show and db verify exits 2.
+# db verify on a fresh tune; every bad input of --no-tune, db show and db verify exits 2; the warm
+# start of a tuning run from a neighbouring shape tuned before (docs/search.md, "Transfer").
 # (test_layers covers each level of the chain on crafted layers.)
 #   tests/cli/test_layers_cli.sh path/to/autotune
 set -uo pipefail
@@ -73,4 +74,24 @@ expect 0 "0 flagged" -- db verify --db "$layer" --max-slowdown 50
 json "d['flagged'] == 0 and len(d['entries']) == 1 and d['entries'][0]['measured_us'] > 0" |
   grep -q True && ok "db verify --json: one entry re-measured" || bad "verify: $(cat "$work/out.json")"
 expect 0 "0 flagged" -- db verify --db "$layer" --op attention
+
+# ---- warm start: a neighbouring shape's results are measured first -------------------------
+# (the source holds the configs that ran: under load one may have been stopped as a timeout)
+warm="$work/warm"
+"$AT" gemm --m 40 --n 24 --k 16 --strategy random --seed 1 --budget 4 --db "$warm" --json >"$work/out.json"
+src_best=$(json "d['best']['config']")
+json "d['transfer'] == {'sources': [], 'first_picks_from_sources': 0}" | grep -q True &&
+  ok "the first shape has no warm start" || bad "first shape: $(cat "$work/out.json")"
+"$AT" gemm --m 48 --n 24 --k 16 --strategy random --seed 1 --budget 4 --db "$warm" --progress always --json \
+  >"$work/out.json" 2>"$work/err"
+first=$(grep -m1 -o "1/4 candidates.*last [^ ]*" "$work/err" | sed 's/.*last //')
+json "d['transfer']['sources'][0]['source'].startswith('gemm/f32/nn/40x24x16 on opencl/') and
+  1 <= d['transfer']['sources'][0]['configs'] <= 4 and
+  d['transfer']['first_picks_from_sources'] == min(3, d['transfer']['sources'][0]['configs'])" |
+  grep -q True && [ "$first" = "$src_best" ] &&
+  ok "a neighbouring shape warm-starts from the first one, its best measured first" ||
+  bad "warm start: first measured '$first', source best '$src_best': $(cat "$work/out.json")"
+"$AT" gemm --m 56 --n 24 --k 16 "${tiny[@]}" --db "$warm" --no-transfer --json >"$work/out.json"
+json "d['transfer'] == {'sources': [], 'first_picks_from_sources': 0}" | grep -q True &&
+  ok "--no-transfer: no warm start" || bad "--no-transfer: $(cat "$work/out.json")"
 finish

@@ -447,9 +447,70 @@ static void test_prior_needs_a_tiled_gemm(void **state)
     free(yaml);
 }
 
+/* ---- the CPU micro-kernel model (gemm_cpu.yaml) ------------------------------------------- */
+
+/* The 2-core AVX-512 machine of docs/gemm-cpu.md: 16-float vectors, 48 KiB L1, 2 MiB L2. */
+static at_device_info cpu_avx512(void)
+{
+    at_device_info d;
+    memset(&d, 0, sizeof d);
+    d.compute_units = 2;
+    d.is_cpu = true;
+    d.warp_size = 1;
+    d.vector_width = 16;
+    d.l1_bytes = 48 * 1024;
+    d.core_l2_bytes = 2048 * 1024;
+    return d;
+}
+
+/* m, n, k, ta, tb, then VW RS NV MT KC PA PB UK. */
+static double cpu_cost(int64_t s, int64_t ta, int64_t tb, int64_t vw, int64_t rs, int64_t nv,
+                       int64_t mt, int64_t kc, int64_t pa, int64_t pb, const at_device_info *d)
+{
+    at_gemm_cpu_cost_in c = {s, s, s, ta, tb, vw, rs, nv, mt, kc, pa, pb, 1, 0};
+    return at_gemm_cpu_cost(&c, d);
+}
+
+static void test_cpu_model(void **state)
+{
+    (void)state;
+    at_device_info d = cpu_avx512();
+    const double best = cpu_cost(1024, 0, 0, 16, 14, 2, 8, 128, 1, 1, &d);
+    /* Few accumulators leave the FMA pipes waiting on latency, or the loads dominate. */
+    assert_more(cpu_cost(1024, 0, 0, 16, 2, 2, 8, 128, 1, 1, &d), best);
+    assert_more(cpu_cost(1024, 0, 0, 16, 4, 1, 8, 128, 1, 1, &d), best);
+    /* Half-width vectors on AVX-512 do half the work per FMA. */
+    assert_more(cpu_cost(1024, 0, 0, 8, 14, 2, 8, 128, 1, 1, &d), best);
+    /* Past 32 registers the accumulators spill. */
+    assert_more(cpu_cost(1024, 0, 0, 16, 14, 4, 4, 128, 1, 1, &d), best);
+    /* At n = 1024 unpacked B walks a page per k-step; unpacked A rows share an L1 set. */
+    assert_more(cpu_cost(1024, 0, 0, 16, 14, 2, 8, 128, 1, 0, &d), best);
+    assert_more(cpu_cost(1024, 0, 0, 16, 14, 2, 8, 128, 0, 1, &d), best);
+    /* Packing once per strip instead of once per 8 strips costs more. */
+    assert_more(cpu_cost(1024, 0, 0, 16, 14, 2, 1, 128, 1, 1, &d), best);
+    /* Panels past L1 / L2 cost more. */
+    assert_more(cpu_cost(1024, 0, 0, 16, 14, 2, 8, 512, 1, 1, &d), best);
+    /* B stored N x K is transposed while packed: dearer than a copy. */
+    assert_more(cpu_cost(1024, 0, 1, 16, 14, 2, 8, 128, 1, 1, &d), best);
+    /* On a 16-row problem, 8 strips of 14 rows are mostly idle: one work-item per 14 x 32
+     * block is ranked above them (parallelism over 2 cores). */
+    at_gemm_cpu_cost_in skinny = {16, 4096, 4096, 0, 1, 16, 14, 2, 8, 128, 1, 1, 1, 0};
+    at_gemm_cpu_cost_in fit = skinny;
+    fit.rs = 8, fit.mt = 2;
+    assert_more(at_gemm_cpu_cost(&skinny, &d), at_gemm_cpu_cost(&fit, &d));
+    /* There, dot products along K (no transposing pack of B) beat the packed micro-kernel. */
+    at_gemm_cpu_cost_in dot = {16, 4096, 4096, 0, 1, 16, 4, 4, 4, 64, 0, 0, 1, 1};
+    assert_more(at_gemm_cpu_cost(&fit, &d), at_gemm_cpu_cost(&dot, &d));
+    /* An AVX2 device (8 floats): 16-wide vectors are split in two. */
+    d.vector_width = 8;
+    assert_more(cpu_cost(1024, 0, 0, 16, 6, 2, 8, 128, 1, 1, &d),
+                cpu_cost(1024, 0, 0, 8, 6, 2, 8, 128, 1, 1, &d) * 0.99);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cpu_model),
         cmocka_unit_test(test_tile_quantization),
         cmocka_unit_test(test_more_waves_cost_more),
         cmocka_unit_test(test_occupancy),

@@ -25,16 +25,24 @@ static at_device_info device(const char *backend, const char *arch)
     return d;
 }
 
-/* The template a GEMM of dtype gets on backend/arch, "" when none (the message in at_errmsg). */
-static const char *pick(at_dtype dt, const char *backend, const char *arch, const char *name)
+/* The template a GEMM of dtype gets on backend/arch, "" when none (the message in at_errmsg);
+ * pick_on with a CPU device (is_cpu). */
+static const char *pick_on(at_dtype dt, const char *backend, const char *arch, const char *name,
+                           bool cpu)
 {
     static char out[64];
     at_gemm_problem g = {.m = 64, .n = 64, .k = 64, .dtype = dt, .alpha = 1};
     at_problem p = at_problem_view(&at_op_gemm, &g);
     at_device_info d = device(backend, arch);
+    d.is_cpu = cpu;
     out[0] = '\0';
     if (at_template_select(&p, &d, name, out, sizeof out) != AT_OK) out[0] = '\0';
     return out;
+}
+
+static const char *pick(at_dtype dt, const char *backend, const char *arch, const char *name)
+{
+    return pick_on(dt, backend, arch, name, false);
 }
 
 static void test_template_per_device(void **state)
@@ -63,6 +71,11 @@ static void test_template_per_device(void **state)
     assert_non_null(strstr(at_errmsg(), "does not run on the opencl backend"));
     assert_string_equal(pick(AT_DTYPE_F32, "cuda", "sm_80", "gemm_mma"), "");
     assert_non_null(strstr(at_errmsg(), "does not take dtype f32"));
+    /* An OpenCL CPU device gets the CPU micro-kernel template; gemm.cl stays selectable. */
+    assert_string_equal(pick_on(AT_DTYPE_F32, "opencl", "", NULL, true), "gemm_cpu");
+    assert_string_equal(pick_on(AT_DTYPE_F32, "opencl", "", "gemm", true), "gemm");
+    assert_string_equal(pick(AT_DTYPE_F32, "opencl", "", "gemm_cpu"), "");
+    assert_non_null(strstr(at_errmsg(), "it does not run on a GPU device"));
     assert_string_equal(pick(AT_DTYPE_F32, "opencl", "", "gemm_xyz"), "");
     assert_non_null(strstr(at_errmsg(), "unknown template 'gemm_xyz' (gemm templates: gemm"));
 }

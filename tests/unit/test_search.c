@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "search/search.h"
+#include "search/transfer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -440,6 +441,130 @@ static void test_model_learns_where_configs_fail(void **state)
     at_search_free(s);
 }
 
+/* ---- warm starts (search/transfer.c) ------------------------------------------------------ */
+
+/* A 20 x 20 grid: the target is fastest at (3, 5), slower with the distance from it. */
+static uint16_t g_grid[400 * 2];
+static const size_t g_grid_nvalues[2] = {20, 20};
+
+static at_search_space grid_space(void)
+{
+    for (size_t i = 0; i < 400; i++)
+        g_grid[2 * i] = (uint16_t)(i / 20), g_grid[2 * i + 1] = (uint16_t)(i % 20);
+    at_search_space s = {400, 2, g_grid, g_grid_nvalues, NULL};
+    return s;
+}
+
+static double grid_time(size_t c)
+{
+    double a = (double)(c / 20) - 3, b = (double)(c % 20) - 5;
+    return 1.0 + 0.05 * (a * a + b * b) + 0.001 * (double)(c % 7);
+}
+
+/* Runs up to max evaluations of the model with the source (times src[c] for every config);
+ * returns the evaluations until the target's optimum was measured (max + 1: never). */
+static size_t run_with_source(const double *src, uint64_t seed, size_t max, size_t *order,
+                              double *weight)
+{
+    at_search_space sp = grid_space();
+    static size_t cfg[400];
+    for (size_t c = 0; c < 400; c++) cfg[c] = c;
+    at_search_source source = {400, cfg, src};
+    at_search_options o = {
+        .seed = seed, .max_evals = (int64_t)max, .sources = &source, .nsources = 1};
+    at_search *s = NULL;
+    assert_int_equal(at_search_create(&sp, &o, &s), AT_OK);
+    size_t c, n = 0, found = max + 1;
+    while (at_search_propose(s, 1, &c) == 1) {
+        if (order) order[n] = c;
+        n++;
+        if (c == 3 * 20 + 5 && found > max) found = n;
+        at_search_report(s, c, grid_time(c));
+    }
+    size_t configs = 0, pairs = 0;
+    assert_true(at_search_source_weight(s, 0, weight, &configs, &pairs));
+    assert_int_equal(configs, 400);
+    assert_int_equal(pairs, n);
+    assert_false(at_search_source_weight(s, 1, NULL, NULL, NULL));
+    at_search_free(s);
+    return found;
+}
+
+static void test_transfer_is_deterministic_and_its_best_comes_first(void **state)
+{
+    (void)state;
+    double src[400];
+    for (size_t c = 0; c < 400; c++) src[c] = 2 * grid_time(c) + 0.01 * (double)(c % 3);
+    size_t a[60], b[60];
+    double wa, wb;
+    run_with_source(src, 7, 60, a, &wa);
+    run_with_source(src, 7, 60, b, &wb);
+    assert_memory_equal(a, b, sizeof a);
+    assert_true(wa == wb);
+    assert_int_equal(a[0], 3 * 20 + 5); /* the source's best is the first proposal */
+    assert_true(wa > 0.8);              /* it ranks what was measured alike */
+}
+
+static void test_transfer_weight_of_a_misleading_source_goes_down(void **state)
+{
+    (void)state;
+    /* The source's optimum is the target's worst config, and it ranks all others reversed. */
+    double src[400];
+    for (size_t c = 0; c < 400; c++) src[c] = 100.0 - grid_time(c);
+    size_t worst = 0;
+    for (size_t c = 1; c < 400; c++)
+        if (grid_time(c) > grid_time(worst)) worst = c;
+    size_t order[80];
+    double w = 1;
+    size_t found = run_with_source(src, 3, 80, order, &w);
+    assert_int_equal(order[0], worst); /* measured first: it is all the source knows */
+    assert_true(w < 0);                /* and then judged by what was measured: ignored */
+    /* The search still finds the target's optimum in a budget a fifth of the space. */
+    assert_true(found <= 80);
+}
+
+static void test_transfer_map_refuses_another_kernel(void **state)
+{
+    (void)state;
+    at_search_space sp = grid_space();
+    const char *tnames[] = {"BM", "BN"};
+    static const char *v20[20] = {"0",  "1",  "2",  "3",  "4",  "5",  "6",  "7",  "8",  "9",
+                                  "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"};
+    const char *const *tvals[] = {v20, v20};
+    at_transfer_params target = {2, tnames, g_grid_nvalues, tvals};
+    /* Another kernel: other parameter names. */
+    const char *cnames[] = {"block_size_x", "block_size_y"};
+    at_transfer_params conv = {2, cnames, g_grid_nvalues, tvals};
+    uint16_t idx[4] = {0, 0, 1, 1};
+    double tm[2] = {1, 2};
+    size_t *cfg = NULL, n = 9;
+    double *mt = NULL;
+    char why[256] = "";
+    assert_int_equal(
+        at_transfer_map(&target, &sp, &conv, idx, tm, 2, &cfg, &mt, &n, why, sizeof why),
+        AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(why, "block_size_x"));
+    assert_null(cfg);
+    assert_int_equal(n, 0);
+    /* The same names in another order, values as other text ("3.0"), one value not here (99)
+     * and a failed config: only the two configs of this space that ran are kept. */
+    const char *snames[] = {"BN", "BM"};
+    static const char *sv[3] = {"3.0", "5", "99"};
+    const char *const *svals[] = {sv, sv};
+    const size_t snv[2] = {3, 3};
+    at_transfer_params same = {2, snames, snv, svals};
+    uint16_t sidx[8] = {1, 0, 0, 1, 2, 0, 1, 1};
+    double stm[4] = {1.5, 2.5, 0.5, INFINITY};
+    assert_int_equal(
+        at_transfer_map(&target, &sp, &same, sidx, stm, 4, &cfg, &mt, &n, why, sizeof why), AT_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(cfg[0], 3 * 20 + 5); /* BN=5, BM=3 */
+    assert_true(mt[0] == 1.5);
+    assert_int_equal(cfg[1], 5 * 20 + 3);
+    free(cfg);
+    free(mt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -459,6 +584,9 @@ int main(void)
         cmocka_unit_test(test_guided_strategies_beat_random),
         cmocka_unit_test(test_every_strategy_honours_every_budget),
         cmocka_unit_test(test_model_learns_where_configs_fail),
+        cmocka_unit_test(test_transfer_is_deterministic_and_its_best_comes_first),
+        cmocka_unit_test(test_transfer_weight_of_a_misleading_source_goes_down),
+        cmocka_unit_test(test_transfer_map_refuses_another_kernel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

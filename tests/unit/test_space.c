@@ -644,6 +644,17 @@ static void test_load_errors_top_level(void **state)
     snprintf(want, sizeof want, "line %d", count_lines_before(y, "launh"));
     expect_load_error(y, "unknown key 'launh'", want);
     free(y);
+    /* device_types: cpu and gpu only */
+    y = build(-1, NULL, "device_types: [cpu, tpu]\n");
+    expect_load_error(y, "'device_types': 'tpu' is not cpu or gpu", NULL);
+    free(y);
+    y = build(-1, NULL, "device_types: [gpu, cpu]\n");
+    at_space *ok = NULL;
+    assert_int_equal(at_space_load(y, strlen(y), &ok), AT_OK);
+    assert_int_equal(ok->ndevice_types, 2);
+    assert_true(at_space_lists(ok->device_types, ok->ndevice_types, "cpu", 0));
+    at_space_free(ok);
+    free(y);
     /* duplicate key */
     y = build(-1, NULL, "name: again\n");
     expect_load_error(y, "duplicate key 'name'", NULL);

@@ -308,6 +308,34 @@ static int64_t dev_uint(cl_device_id d, cl_device_info what)
     return cl.clGetDeviceInfo(d, what, sizeof v, &v, NULL) == CL_SUCCESS ? (int64_t)v : 0;
 }
 
+/* The per-core L1 data and L2 cache sizes of the host, for an OpenCL CPU device (which runs on
+ * the host's cores): OpenCL reports only the last-level cache. Linux sysfs, cpu0; 0 when not
+ * there. */
+static void host_caches(int64_t *l1, int64_t *l2)
+{
+    *l1 = *l2 = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], text[64] = "";
+        int level = 0;
+        long long kib = 0;
+        const char *fields[] = {"level", "type", "size"};
+        for (int f = 0; f < 3; f++) {
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i,
+                     fields[f]);
+            FILE *fp = fopen(path, "r");
+            if (!fp) return;
+            char line[64] = "";
+            if (!fgets(line, sizeof line, fp)) line[0] = '\0';
+            fclose(fp);
+            if (f == 0) level = atoi(line);
+            if (f == 1) snprintf(text, sizeof text, "%s", line);
+            if (f == 2) kib = atoll(line); /* "48K" */
+        }
+        if (level == 1 && strncmp(text, "Data", 4) == 0) *l1 = kib * 1024;
+        if (level == 2 && strncmp(text, "Instruction", 11) != 0) *l2 = kib * 1024;
+    }
+}
+
 static at_status ocl_device_info(int idx, at_device_info *out)
 {
     ocl_dev_entry e = {0};
@@ -350,6 +378,8 @@ static at_status ocl_device_info(int idx, at_device_info *out)
     /* The real SIMD width is a per-kernel query (CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE);
      * 32 is right for NVIDIA and a safe tile multiple elsewhere. */
     out->warp_size = out->is_cpu ? 1 : 32;
+    out->vector_width = dev_uint(e.device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT);
+    if (out->is_cpu) host_caches(&out->l1_bytes, &out->core_l2_bytes);
     fmt_into(out->key, sizeof out->key, "opencl/%s/%s/%lld", out->platform, out->name,
              (long long)out->compute_units);
     return AT_OK;

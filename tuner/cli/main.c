@@ -54,6 +54,7 @@ static int fail(at_status s, const char *detail)
  * integer is wanted. */
 
 #define MAX_FIELDS 24
+#define MAX_TRANSFER 16 /* replay --transfer sources */
 
 /* An evaluation count or seconds (--budget, --total-budget); 0: not given. */
 typedef struct budget {
@@ -82,7 +83,9 @@ typedef struct opts {
     int dry_run;
     double run_limit, slowdown_limit; /* --run-limit, --slowdown-limit; -1: not given */
     const char *progress;             /* auto | always | never */
-    int quiet, no_proxy;
+    int quiet, no_proxy, no_transfer;
+    const char *transfer[MAX_TRANSFER]; /* replay --transfer FILE, repeatable */
+    size_t ntransfer;
 } opts;
 
 typedef enum {
@@ -93,7 +96,8 @@ typedef enum {
     OPT_BUDGET, /* N evaluations (N >= 1) or Ns / N.Ns seconds, into a budget */
     OPT_REAL,   /* a finite number from lo to hi, into a double; with a trailing 's' when secs */
     OPT_CHOICE, /* one of names(), kept as text */
-    OPT_FIELD   /* a problem field of the operation, kept as text: offset is its index */
+    OPT_FIELD,  /* a problem field of the operation, kept as text: offset is its index */
+    OPT_LIST    /* repeatable text: offset is opts.transfer's (the one list there is) */
 } opt_kind;
 
 typedef struct opt_spec {
@@ -143,6 +147,7 @@ static const char *const *prefer_names(void) { return g_prefer; }
     {OPT("run-limit", OPT_REAL, run_limit), .lo = 0, .hi = 1000000000, .secs = 1},                 \
         {OPT("slowdown-limit", OPT_REAL, slowdown_limit), .lo = 0, .hi = 1000000},                 \
         {OPT_NAMES("progress", progress, progress_names)}, {OPT("no-proxy", OPT_FLAG, no_proxy)},  \
+        {OPT("no-transfer", OPT_FLAG, no_transfer)},                                               \
     {                                                                                              \
         OPT("quiet", OPT_FLAG, quiet)                                                              \
     }
@@ -160,7 +165,10 @@ static const char *const *prefer_names(void) { return g_prefer; }
     "  --quiet               print nothing on stderr but errors (no progress, no warning)\n"       \
     "  --no-proxy            time every candidate on the problem itself, also when the budget\n"   \
     "                        covers fewer than 8 (by default they are timed on a smaller proxy,\n" \
-    "                        for GEMM a slice of K, and the best 3 confirmed here)\n"
+    "                        for GEMM a slice of K, and the best 3 confirmed here)\n"              \
+    "  --no-transfer         no warm start (by default the results of the same template on the\n"  \
+    "                        3 nearest shapes tuned on this device, and on this shape on other\n"  \
+    "                        devices of its family, are measured first and guide the search)\n"
 
 /* The descriptions of an operation's fields (n of them, at most MAX_FIELDS). */
 typedef struct op_fields {
@@ -229,6 +237,12 @@ static int set_opt(const opt_spec *sp, const char *val, opts *o)
     int64_t v;
     double x;
     switch (sp->kind) {
+    case OPT_LIST:
+        if (!*val) return usage_error("option '--%s' needs a value", sp->name);
+        if (o->ntransfer == MAX_TRANSFER)
+            return usage_error("option '--%s' is given more than %d times", sp->name, MAX_TRANSFER);
+        o->transfer[o->ntransfer++] = val;
+        return 0;
     case OPT_FIELD:
         if (sp->field->kind == AT_FIELD_CHOICE) {
             int i;
@@ -317,7 +331,8 @@ static int parse_opts(int argc, char **argv, const opt_spec *specs, opts *o, cha
             if (strlen(s->name) == nlen && strncmp(s->name, arg + 2, nlen) == 0) sp = s;
         if (!sp) return usage_error("unknown option '--%s'", name);
         uint64_t bit = 1ull << (sp - specs);
-        if (seen & bit) return usage_error("option '--%s' is given twice", name);
+        if (seen & bit && sp->kind != OPT_LIST)
+            return usage_error("option '--%s' is given twice", name);
         seen |= bit;
         if (sp->kind == OPT_FLAG || (sp->kind == OPT_FIELD && sp->field->kind == AT_FIELD_FLAG)) {
             if (eq) return usage_error("option '--%s' takes no value", name);
@@ -559,7 +574,9 @@ static void print_op_help(const op_fields *f)
         "                        nothing was measured yet); a cache hit reports the space size\n"
         "                        recorded when it was tuned, none for older records; a tuning run\n"
         "                        adds \"budget\" {seconds, used, overrun, next_would_not_fit} and\n"
-        "                        \"estimate\" {candidate_seconds, covers}\n" RUN_HELP "\n"
+        "                        \"estimate\" {candidate_seconds, covers}, and \"transfer\"\n"
+        "                        {sources [{source, configs, pairs, weight}],\n"
+        "                        first_picks_from_sources}\n" RUN_HELP "\n"
         "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n",
         strategies);
 }
@@ -641,6 +658,24 @@ static void run_from_opts(const opts *o, progress_state *ps, at_tune_options *to
     to->on_candidate = on_candidate;
     to->progress_user = ps;
     to->no_proxy = o->no_proxy;
+    to->no_transfer = o->no_transfer;
+}
+
+/* The JSON of a run's warm start: its sources (their details in src) and the first picks they
+ * gave. */
+static void transfer_json(cJSON *j, const at_tune_report *r, const at_transfer_source *src)
+{
+    cJSON *x = cJSON_AddObjectToObject(j, "transfer"), *a;
+    cJSON_AddItemToObject(x, "sources", a = cJSON_CreateArray());
+    for (int32_t i = 0; i < r->transfer_sources && i < AT_TRANSFER_MAX; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "source", src[i].name);
+        cJSON_AddNumberToObject(e, "configs", (double)src[i].configs);
+        cJSON_AddNumberToObject(e, "pairs", (double)src[i].pairs);
+        add_number(e, "weight", "%.4f", src[i].weight);
+        cJSON_AddItemToArray(a, e);
+    }
+    cJSON_AddNumberToObject(x, "first_picks_from_sources", (double)r->first_picks_from_sources);
 }
 
 /* The JSON of a run's budget and estimate (cJSON object j), when it had them. */
@@ -695,7 +730,7 @@ static int cmd_op(const char *op, int argc, char **argv)
     search_from_opts(&o, &to);
     if (o.no_tune &&
         (o.force || o.replay || o.strategy || o.budget.evals || o.budget.seconds || o.no_improve ||
-         o.tmpl || o.run_limit > 0 || o.slowdown_limit >= 0 || o.no_proxy))
+         o.tmpl || o.run_limit > 0 || o.slowdown_limit >= 0 || o.no_proxy || o.no_transfer))
         return usage_error("--no-tune answers from the databases: it takes no tuning option");
     if ((rc = problem_from_opts(&o, &f, 0, &p, &co)) || (rc = open_context(&co, &ctx))) goto done;
     if (o.no_tune) {
@@ -709,6 +744,8 @@ static int cmd_op(const char *op, int argc, char **argv)
     to.force = o.force;
     to.template_name = o.tmpl;
     to.cancel = &g_cancel;
+    at_transfer_source transfer[AT_TRANSFER_MAX];
+    to.transfer_out = transfer;
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
@@ -748,6 +785,7 @@ static int cmd_op(const char *op, int argc, char **argv)
         cJSON_AddNumberToObject(cand, "space_total", (double)rep.space_total);
         cJSON_AddNumberToObject(cand, "seeds", (double)rep.seeds);
         cJSON_AddNumberToObject(cand, "slow_stopped", (double)rep.slow_stopped);
+        if (!rep.cache_hit) transfer_json(j, &rep, transfer);
         cJSON_AddStringToObject(j, "cache", rep.cache_hit ? "hit" : "miss");
         add_number(j, "seconds", "%.3f", rep.seconds);
         if (!rep.cache_hit) budget_json(j, &rep);
@@ -770,6 +808,12 @@ static int cmd_op(const char *op, int argc, char **argv)
             printf("  seeds       %" PRId64
                    " tried first (from the databases on the search path)\n",
                    rep.seeds);
+        for (int32_t i = 0; !rep.cache_hit && i < rep.transfer_sources; i++)
+            printf("  transfer    %s: %" PRId64 " configs, weight %.2f\n", transfer[i].name,
+                   transfer[i].configs, transfer[i].weight);
+        if (!rep.cache_hit && rep.transfer_sources)
+            printf("  first picks %d of the first 10 from the warm start\n",
+                   (int)rep.first_picks_from_sources);
         if (rep.slow_stopped)
             printf("  stopped     %" PRId64 " candidate%s at the slowdown limit (recorded as "
                    "timeouts)\n",
@@ -798,7 +842,7 @@ static const char TUNE_HELP[] =
     "                     [--dry-run] [--json] [--db PATH] [--backend B] [--device I]\n"
     "                     [--template NAME] [--strategy NAME] [--seed S] [--no-improve N]\n"
     "                     [--run-limit S] [--slowdown-limit R] [--progress M] [--quiet]\n"
-    "                     [--no-proxy]\n"
+    "                     [--no-proxy] [--no-transfer]\n"
     "\n"
     "Tunes every problem of a shape list into the database, in list order. A problem already\n"
     "tuned is a cache hit (nothing measured), so a list run again after an interrupt resumes\n"
@@ -825,7 +869,7 @@ static const char TUNE_HELP[] =
     "                       measured, seconds, budget, estimate, error}], complete; printed\n"
     "                       also after an interrupt\n"
     "  --db, --backend, --device, --template, --strategy, --seed, --no-improve, --run-limit,\n"
-    "  --slowdown-limit, --progress, --no-proxy\n"
+    "  --slowdown-limit, --progress, --no-proxy, --no-transfer\n"
     "                       as for `autotune gemm --help`\n"
     "  --quiet              print nothing on stderr but errors (not the problems' lines either)\n"
     "\n"
@@ -1347,7 +1391,8 @@ done:
 
 static const char REPLAY_HELP[] =
     "usage: autotune replay FILE [--strategy NAME] [--budget N|Ns] [--seed S] [--no-improve N]\n"
-    "                            [--select PREFIX] [--json]\n"
+    "                            [--select PREFIX] [--transfer SOURCE ...] [--no-transfer]\n"
+    "                            [--json]\n"
     "\n"
     "Replays a tuning run against a recorded space instead of a device: every configuration the\n"
     "strategy proposes is answered with its recorded time or failure. FILE is a Kernel Tuner\n"
@@ -1364,16 +1409,28 @@ static const char REPLAY_HELP[] =
     "  --no-improve N    stop after N evaluations without a better time\n"
     "  --select PREFIX   for a database holding several spaces: a prefix of\n"
     "                    'problem|device|template hash' choosing one\n"
+    "  --transfer SOURCE warm-start from another recording of the same kernel (another device\n"
+    "                    or shape; repeatable): its best configs are evaluated first and the\n"
+    "                    model learns from it while it ranks what is measured here alike; a\n"
+    "                    source of another kernel or with no config in FILE's space is\n"
+    "                    refused with a warning (docs/search.md, \"Transfer\")\n"
+    "  --no-transfer     ignore the --transfer sources (a run to compare with)\n"
     "  --json            one JSON object: space, optimum_time, evaluated, best {config, time},\n"
-    "                    trajectory [[evaluations, best_time_so_far], ...]\n"
+    "                    trajectory [[evaluations, best_time_so_far], ...], transfer\n"
+    "                    {sources [{file, used, reason, configs, pairs, weight}],\n"
+    "                    first_picks_from_sources}\n"
     "\n"
     "Exit status: 0 success, 2 bad usage or input (unreadable or malformed file), 1 runtime\n"
     "failure.\n";
 
 static int cmd_replay(int argc, char **argv)
 {
-    static const opt_spec specs[] = {
-        SEARCH_OPTS, {OPT("select", OPT_STR, select)}, {OPT("json", OPT_FLAG, json)}, {0}};
+    static const opt_spec specs[] = {SEARCH_OPTS,
+                                     {OPT("select", OPT_STR, select)},
+                                     {OPT("transfer", OPT_LIST, transfer)},
+                                     {OPT("no-transfer", OPT_FLAG, no_transfer)},
+                                     {OPT("json", OPT_FLAG, json)},
+                                     {0}};
     opts o = {0};
     char *pos[1];
     int npos, rc = parse_opts(argc, argv, specs, &o, pos, 1, &npos);
@@ -1389,6 +1446,9 @@ static int cmd_replay(int argc, char **argv)
                            "or an autotune database");
     at_tune_options to = {0};
     search_from_opts(&o, &to);
+    to.transfer = o.transfer;
+    to.ntransfer = o.ntransfer;
+    to.no_transfer = o.no_transfer;
     at_replay_report r;
     char why[4096] = "";
     at_status s = at_replay_file(pos[0], o.select, &to, &r, why, sizeof why);
@@ -1399,6 +1459,10 @@ static int cmd_replay(int argc, char **argv)
     }
     if (s != AT_OK) return fail(s, why);
     if (why[0]) fprintf(stderr, "%s: warning: %s\n", g_cmd, why);
+    for (size_t i = 0; i < r.ntransfer; i++)
+        if (!r.transfer[i].used && !o.no_transfer)
+            fprintf(stderr, "%s: warning: --transfer %s is not used: %s\n", g_cmd,
+                    r.transfer[i].name, r.transfer[i].reason);
     const char *strategy = o.strategy ? o.strategy : at_tune_strategies()[0];
     if (o.json) {
         cJSON *j = cJSON_CreateObject(), *traj;
@@ -1433,6 +1497,23 @@ static int cmd_replay(int argc, char **argv)
             cJSON_AddItemToArray(pt, cJSON_CreateRaw(buf));
             cJSON_AddItemToArray(traj, pt);
         }
+        if (r.ntransfer) {
+            cJSON *x = cJSON_AddObjectToObject(j, "transfer"), *srcs;
+            cJSON_AddItemToObject(x, "sources", srcs = cJSON_CreateArray());
+            for (size_t i = 0; i < r.ntransfer; i++) {
+                const at_transfer_source *t = &r.transfer[i];
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "file", t->name);
+                cJSON_AddBoolToObject(e, "used", t->used);
+                if (!t->used) cJSON_AddStringToObject(e, "reason", t->reason);
+                cJSON_AddNumberToObject(e, "configs", (double)t->configs);
+                cJSON_AddNumberToObject(e, "pairs", (double)t->pairs);
+                if (t->used) add_number(e, "weight", "%.4f", t->weight);
+                cJSON_AddItemToArray(srcs, e);
+            }
+            cJSON_AddNumberToObject(x, "first_picks_from_sources",
+                                    (double)r.first_picks_from_sources);
+        }
         print_json(j);
     } else {
         printf("replay of %s (%s%s%s, %s) with %s, seed %" PRIu64 "\n", pos[0], r.format,
@@ -1453,6 +1534,18 @@ static int cmd_replay(int argc, char **argv)
         printf("  improvements at evaluations:");
         for (size_t i = 0; i < r.ntrajectory; i++) printf(" %" PRId64, r.trajectory_evals[i]);
         printf("\n");
+        for (size_t i = 0; i < r.ntransfer; i++) {
+            const at_transfer_source *t = &r.transfer[i];
+            if (t->used)
+                printf("  transfer    %s: %" PRId64 " configs, weight %.3f on %" PRId64
+                       " shared measurements\n",
+                       t->name, t->configs, t->weight, t->pairs);
+            else
+                printf("  transfer    %s: not used (%s)\n", t->name, t->reason);
+        }
+        if (r.ntransfer)
+            printf("  first picks from the sources: %" PRId64 " of the first 10\n",
+                   r.first_picks_from_sources);
     }
     at_replay_report_clear(&r);
     return 0;

@@ -412,17 +412,18 @@ static const at_op_field g_fields[] = {
 
 static const char *const g_roles[] = {"A", "B", "C", NULL};
 
-/* The proxy of a GEMM: K cut to a multiple of the largest BK (every config's K loop then runs
- * whole tiles, over the same M x N grid of work-groups), at least one BK, less than half of K. */
+/* The proxy of a GEMM: K cut to a multiple of the largest K step of the space, BK (gemm.cl and
+ * the GPU templates) or KC (gemm_cpu's K block), so every config's K loop runs whole tiles over
+ * the same M x N grid of work-groups; at least one step, less than half of K. */
 static at_status op_proxy(const void *p, const at_space *s, double fraction, char *key, size_t len)
 {
     at_gemm_problem q = *(const at_gemm_problem *)p;
     int64_t step = 0;
     for (size_t j = 0; j < s->nparams; j++)
-        if (strcmp(s->params[j].name, "BK") == 0)
+        if (strcmp(s->params[j].name, "BK") == 0 || strcmp(s->params[j].name, "KC") == 0)
             for (size_t v = 0; v < s->params[j].nvalues; v++)
                 if (s->params[j].values[v] > step) step = s->params[j].values[v];
-    if (step <= 0) return at_fail(AT_ERR_UNSUPPORTED, "the space has no BK to slice K by");
+    if (step <= 0) return at_fail(AT_ERR_UNSUPPORTED, "the space has no BK or KC to slice K by");
     int64_t k = (int64_t)((double)q.k * fraction) / step * step;
     if (k < step) k = step;
     if (2 * k > q.k) return at_fail(AT_ERR_UNSUPPORTED, "K is too small to slice");

@@ -62,11 +62,104 @@ double at_gemm_cost(const at_gemm_cost_in *c, const at_device_info *d)
     return padded / wave_eff * mem * per_thread * lanes * vec;
 }
 
+double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
+{
+    const double P = d->compute_units > 0 ? (double)d->compute_units : 1;
+    const double native = d->vector_width > 0 ? (double)d->vector_width : 8;
+    const double l1 = d->l1_bytes > 0 ? (double)d->l1_bytes : 32768;
+    const double l2 = d->core_l2_bytes > 0 ? (double)d->core_l2_bytes : 1048576;
+    const double vw = (double)c->vw, rs = (double)c->rs, nv = (double)c->nv;
+    const double kc = (double)c->kc, mt = (double)c->mt, k = (double)c->k;
+    const double mb = rs * mt, nb = c->dot ? nv : nv * vw;
+    const double split = fmax(1, vw / native); /* a vector wider than the hardware's */
+    const double regs = native >= 16 ? 32 : 16;
+    /* Work: strips past M are skipped, columns are padded to the work-item's block; work-items
+     * are scheduled dynamically over the cores, the last round partly idle. */
+    const double rows_all = ceil_div((double)c->m, rs) * rs;
+    const double items_all = ceil_div((double)c->m, mb) * ceil_div((double)c->n, nb);
+    const double rounds_all = ceil_div(items_all, P);
+
+    if (c->dot) {
+        /* Dot products along K: per VW k-values RS + NV vector loads (contiguous runs of A's
+         * rows and B's rows), RS * NV FMAs, no packing; the lanes are summed once per output. */
+        const double vsteps = rows_all / rs * (ceil_div((double)c->n, nv)) * ceil_div(k, vw);
+        const double live = (rs * nv + rs + nv) * split;
+        double loads = (rs + nv) * split / 2 + (live > regs ? live - regs : 0);
+        if (rs + nv > 16) loads += (rs + nv - 16) / 2; /* more streams than prefetchers track */
+        double step = fmax(fmax(rs * nv * split / 2, loads), 4.0) + 1.0 / (double)c->uk;
+        step += rs * nv * vw / 2 / ceil_div(k, vw); /* the lane sums */
+        /* K runs of RS + NV rows past L1 are re-read from L2 (a line per vector load) */
+        if ((rs + nv) * k * 4 > l1) step += (rs + nv) * split * 0.25;
+        return vsteps * step / (items_all / rounds_all);
+    }
+
+    const double steps = rows_all / rs * ceil_div((double)c->n, nb) * k; /* over all of C */
+
+    /* One k-step of the micro-kernel, in cycles: RS * NV FMAs (each VW / native hardware
+     * vectors wide, 2 FMA ports), RS broadcasts + NV vector loads (2 load ports), and the FMA
+     * latency (4 cycles) that RS * NV independent accumulators must cover on 2 ports. */
+    const double live = rs * nv * split + nv * split + 1;
+    double fma = rs * nv * split / 2;
+    double loads = (rs + nv * split) / 2;
+    if (live > regs) loads += (live - regs); /* accumulators spilled: a load and store each */
+    if (!c->pa && !c->ta && rs > 10) loads += (rs - 10) / 2; /* row pointers past the GPRs */
+    double step = fmax(fmax(fma, loads), 4.0); /* each accumulator: one FMA per step */
+    step += 1.0 / (double)c->uk;               /* loop overhead */
+
+    /* In-place (unpacked) operands: a strided walk costs a cache line, and from 4 KiB strides a
+     * page, per k-step; power-of-two row strides put the RS rows of A in one L1 set. */
+    const double lda = c->ta ? (double)c->m : k, ldb = c->tb ? k : (double)c->n;
+    if (!c->pb) step += (ldb * 4 >= 4096 ? 3 : 1) * nv * split * 0.5;
+    if (!c->pa && c->ta) step += lda * 4 >= 4096 ? 3 : 1;
+    if (!c->pa && !c->ta && fmod(lda * 4, 4096) == 0 && rs > 8) step += rs - 8;
+
+    /* Packing, per K block of a work-item: the B panel (KC x NB; a transpose when tb: one
+     * store per element) and the A panel (KC x MB copies), over its MT strips' k-steps. */
+    double pack = 0;
+    const double kb = fmin(kc, k);
+    if (c->pb) pack += kb * nb * (c->tb ? 1.0 : 2.0 / vw);
+    if (c->pa) pack += kb * mb * 2.0 / vw;
+    /* micro-kernel k-steps that share one packing: the strips of a work-item inside M */
+    const double per_block = fmin(mt, ceil_div((double)c->m, rs)) * kb;
+    step += pack / per_block;
+
+    /* The panels in cache: the B panel and a strip of A are read every k-step of a strip (L1),
+     * the whole A panel once per strip (L2). */
+    const double hot = 4 * kc * ((c->pb ? nb : 0) + (c->pa ? rs : 0));
+    if (hot > l1) step *= 1 + 0.5 * (hot / l1 - 1);
+    const double panels = 4 * kc * ((c->pa ? mb : 0) + (c->pb ? nb : 0));
+    if (panels > l2) step *= 1 + (panels / l2 - 1);
+    /* The K block's C tile is read and written once per K block: a short KC pays it often. */
+    step += rs * nv * 2 / fmin(kc, k);
+
+    return steps * step / (items_all / rounds_all);
+}
+
 at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const int64_t *configs,
                              size_t n, double *out)
 {
     if (n == 0) return AT_OK;
     int64_t v;
+    if (at_space_value(s, configs, "RS", &v) == AT_OK &&
+        at_space_value(s, configs, "NV", &v) == AT_OK &&
+        at_space_value(s, configs, "MT", &v) == AT_OK &&
+        at_space_value(s, configs, "KC", &v) == AT_OK) {
+        for (size_t i = 0; i < n; i++) {
+            const int64_t *cfg = configs + i * s->nparams;
+            at_gemm_cpu_cost_in c = {.uk = 1};
+            const struct {
+                const char *name;
+                int64_t *out;
+            } f[] = {{"m", &c.m},   {"n", &c.n},   {"k", &c.k},   {"ta", &c.ta},  {"tb", &c.tb},
+                     {"VW", &c.vw}, {"RS", &c.rs}, {"NV", &c.nv}, {"MT", &c.mt},  {"KC", &c.kc},
+                     {"PA", &c.pa}, {"PB", &c.pb}, {"UK", &c.uk}, {"DOT", &c.dot}};
+            for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
+                at_space_value(s, cfg, f[j].name, f[j].out);
+            out[i] = at_gemm_cpu_cost(&c, d);
+        }
+        at_errclear();
+        return AT_OK;
+    }
     if (at_space_value(s, configs, "BM", &v) != AT_OK ||
         at_space_value(s, configs, "BN", &v) != AT_OK)
         return at_fail(AT_ERR_UNSUPPORTED, "the %s space has no BM and BN: no cost model", s->name);

@@ -24,10 +24,29 @@ typedef struct at_gemm_cost_in {
  * per-thread work too small to hide latency or too large for the registers. */
 double at_gemm_cost(const at_gemm_cost_in *c, const at_device_info *d);
 
+/* What the CPU model looks at in one config of gemm_cpu.yaml (names as there). */
+typedef struct at_gemm_cpu_cost_in {
+    int64_t m, n, k, ta, tb; /* problem */
+    int64_t vw, rs, nv;      /* micro-tile: RS rows x NV vectors of VW floats */
+    int64_t mt, kc;          /* MT strips per work-item, K block KC */
+    int64_t pa, pb;          /* packed A / B panels */
+    int64_t uk;              /* k-loop unroll */
+    int64_t dot;             /* 1: vectors along K (RS x NV block of C per strip, no packing) */
+} at_gemm_cpu_cost_in;
+
+/* Predicted time in arbitrary units (cycles of one core, roughly) of a CPU micro-kernel config:
+ * the padded FMAs over the vector lanes the device has, the micro-kernel's issue rate (FMA
+ * latency against the accumulators, load ports against broadcasts and vector loads, spills past
+ * the registers), the cost of packing per K block, strided in-place reads (a new cache line
+ * and page per k-step, L1 set conflicts at power-of-two strides), the packed panels against the
+ * L1 and L2 sizes, and work-items over the cores. docs/search.md, "GEMM cost model". */
+double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d);
+
 /* The prior of each of n configs (n * s->nparams values) of a GEMM space already bound to its
  * problem and device: reads BM, BN, BK, VW (or their absence), the launch geometry and a
- * LOCAL_BYTES or SMEM_BYTES derived value. Returns AT_ERR_UNSUPPORTED when the space has no
- * BM and BN (not a tiled GEMM); out is then untouched. */
+ * LOCAL_BYTES or SMEM_BYTES derived value; a space with RS, NV, MT and KC (gemm_cpu.yaml) gets
+ * at_gemm_cpu_cost instead. Returns AT_ERR_UNSUPPORTED when the space has neither (not a tiled
+ * GEMM); out is then untouched. */
 at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const int64_t *configs,
                              size_t n, double *out);
 

@@ -92,6 +92,7 @@ void at_space_free(at_space *s)
     free_names(s->backends, s->nbackends);
     free_names(s->dtypes, s->ndtypes);
     free_names(s->archs, s->narchs);
+    free_names(s->device_types, s->ndevice_types);
     free_names(s->supersedes, s->nsupersedes);
     for (size_t i = 0; i < s->nargs; i++) free(s->args[i].name);
     for (size_t i = 0; i < s->nparams; i++) free(s->params[i].name);
@@ -134,13 +135,14 @@ enum {
     K_PRIORITY,
     K_ARGUMENTS,
     K_SUPERSEDES,
+    K_DEVICE_TYPES,
     K_COUNT
 };
 
 static const char *const key_names[K_COUNT] = {
-    "name",        "kernel",  "source",   "problem",   "device",    "parameters", "derived",
-    "constraints", "defines", "launch",   "defaults",  "workspace", "operation",  "backends",
-    "dtypes",      "archs",   "priority", "arguments", "supersedes"};
+    "name",        "kernel",  "source",   "problem",   "device",     "parameters",  "derived",
+    "constraints", "defines", "launch",   "defaults",  "workspace",  "operation",   "backends",
+    "dtypes",      "archs",   "priority", "arguments", "supersedes", "device_types"};
 static const bool key_required[K_COUNT] = {[K_NAME] = true,
                                            [K_KERNEL] = true,
                                            [K_SOURCE] = true,
@@ -677,6 +679,14 @@ static at_status load_doc(loader *L)
         AT_TRY(load_list(L, val[K_BACKENDS], "backends", &s->backends, &s->nbackends));
     if (val[K_DTYPES]) AT_TRY(load_list(L, val[K_DTYPES], "dtypes", &s->dtypes, &s->ndtypes));
     if (val[K_ARCHS]) AT_TRY(load_list(L, val[K_ARCHS], "archs", &s->archs, &s->narchs));
+    if (val[K_DEVICE_TYPES]) {
+        AT_TRY(
+            load_list(L, val[K_DEVICE_TYPES], "device_types", &s->device_types, &s->ndevice_types));
+        for (size_t i = 0; i < s->ndevice_types; i++)
+            if (strcmp(s->device_types[i], "cpu") != 0 && strcmp(s->device_types[i], "gpu") != 0)
+                return at_fail(AT_ERR_TEMPLATE, "line %zu: 'device_types': '%s' is not cpu or gpu",
+                               line_of(val[K_DEVICE_TYPES]), s->device_types[i]);
+    }
     if (val[K_PRIORITY]) {
         const char *v = scalar(val[K_PRIORITY]);
         if (!v || at_parse_i64(v, -1000000, 1000000, &s->priority) != 0)

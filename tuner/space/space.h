@@ -72,9 +72,11 @@ typedef struct at_space {
     char *source;    /* `source:` the kernel file, relative to the YAML file, e.g. "gemm.cl" */
     /* Where the template applies (NULL lists: everywhere): `backends:` ("cuda"), `dtypes:`
      * ("f16"), `archs:` (compile targets "sm_90a"; "gfx90a" also matches "gfx90a:xnack-"), and
-     * `priority:` (the highest-priority template that applies is the default choice). */
-    char **backends, **dtypes, **archs;
-    size_t nbackends, ndtypes, narchs;
+     * `device_types:` ("cpu", "gpu": the kind of device, for backends such as OpenCL that run
+     * on both) and `priority:` (the highest-priority template that applies is the default
+     * choice). */
+    char **backends, **dtypes, **archs, **device_types;
+    size_t nbackends, ndtypes, narchs, ndevice_types;
     /* `supersedes:` hashes of earlier versions of this template whose tuned results stay valid
      * for it (the same code and space, written down by the template's author). */
     char **supersedes;

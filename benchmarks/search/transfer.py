@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""transfer.py — the warm-start benchmark: for pairs (target, source) of recorded spaces,
+`autotune replay TARGET --transfer SOURCE` against the same replay without it, many seeds;
+evaluations until the best is within 5 % and 1 % of the target's optimum. See README.md.
+
+    transfer.py run OUTDIR [--seeds N] [--jobs J]   run the pairs (skips runs already in OUTDIR/raw),
+                                                    then pack them into OUTDIR/runs.jsonl.gz
+    transfer.py summary OUTDIR                      tables (markdown) from OUTDIR/runs.jsonl.gz
+
+Environment: BUILD (folder with autotune, default build), SHARED_SPACES (default
+../shared/spaces beside the repository)."""
+import gzip, json, os, statistics, subprocess, sys
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SHARED = os.environ.get("SHARED_SPACES", os.path.join(os.path.dirname(REPO), "shared", "spaces"))
+OURS = os.path.join(REPO, "benchmarks", "spaces")
+AT = os.path.join(os.environ.get("BUILD", os.path.join(REPO, "build")), "autotune")
+
+CLB = ["gemm-clblast-RTX_3090", "gemm-clblast-RTX_2080_Ti"]
+CONV = ["convolution-A100", "convolution-MI250X"]
+POCL = ["pocl-gemm-square-256", "pocl-gemm-tall-2048x32x256", "pocl-gemm-largek-64x64x4096",
+        "pocl-gemm-small-48x40x33"]
+EXTRA = sorted(f[:-8] for f in os.listdir(OURS)
+               if f.startswith("pocl-gemm-") and f.endswith(".json.gz") and f[:-8] not in POCL)
+
+
+def path(name):
+    for d in (SHARED, OURS):
+        p = os.path.join(d, name + ".json.gz")
+        if os.path.exists(p):
+            return p
+    raise SystemExit(f"transfer.py: no space {name}")
+
+
+def pairs():
+    """(kind, target, source): same kernel on another device or shape, and mismatched ones."""
+    out = []
+    for group in (CLB, CONV, POCL + EXTRA):
+        out += [("same", t, s) for t in group for s in group if s != t]
+    out += [("mismatched", CLB[0], CONV[0]), ("mismatched", CONV[0], CLB[0]),
+            ("mismatched", POCL[0], CLB[0])]
+    return out
+
+
+def budget(target):
+    # Enough to reach 1 % in most runs without a warm start: the CLBlast spaces' median to 1 %
+    # is about 240 evaluations (docs/search.md), the convolutions' about 300 to 400.
+    if target.startswith("gemm-clblast"):
+        return 600
+    return 800 if target.startswith("convolution") else 144
+
+
+def run_one(outdir, kind, target, source, seed, mode):
+    name = f"{target}__{source}__{mode}__{seed}.json"
+    dest = os.path.join(outdir, "raw", name)
+    if os.path.exists(dest):
+        return
+    cmd = [AT, "replay", path(target), "--seed", str(seed), "--budget", str(budget(target)),
+           "--json", "--transfer", path(source)]
+    if mode == "off":
+        cmd.append("--no-transfer")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"transfer.py: {' '.join(cmd)} failed: {r.stderr}")
+    j = json.loads(r.stdout)
+    j["pair_kind"], j["target"], j["source"], j["mode"] = kind, target, source, mode
+    j.pop("file", None)  # a path on the machine that ran it
+    for s in j.get("transfer", {}).get("sources", []):
+        s["file"] = os.path.basename(s["file"])
+    with open(dest + ".tmp", "w") as f:
+        json.dump(j, f)
+    os.replace(dest + ".tmp", dest)
+
+
+def to_within(j, frac):
+    for evals, best in j["trajectory"]:
+        if best <= j["optimum_time"] * (1 + frac):
+            return evals
+    return None  # not within the budget
+
+
+def run(outdir, seeds, jobs):
+    os.makedirs(os.path.join(outdir, "raw"), exist_ok=True)
+    todo = [(k, t, s, seed, m) for k, t, s in pairs() for seed in range(1, seeds + 1)
+            for m in ("on", "off")]
+    with ThreadPoolExecutor(jobs) as ex:
+        for f in [ex.submit(run_one, outdir, *a) for a in todo]:
+            f.result()
+    raw = os.path.join(outdir, "raw")
+    with gzip.open(os.path.join(outdir, "runs.jsonl.gz"), "wt") as out:
+        for f in sorted(os.listdir(raw)):
+            if f.endswith(".json"):
+                out.write(json.dumps(json.load(open(os.path.join(raw, f))), sort_keys=True) + "\n")
+
+
+def med(xs, cap):
+    """Median with runs that never got there counted as past the budget (cap + 1)."""
+    v = sorted(x if x is not None else cap + 1 for x in xs)
+    return statistics.median(v) if v else float("nan")
+
+
+def fmt(x, cap):
+    return f">{cap}" if x > cap else (f"{x:g}")
+
+
+def summary(outdir):
+    runs = {}
+    for line in gzip.open(os.path.join(outdir, "runs.jsonl.gz"), "rt"):
+        j = json.loads(line)
+        runs.setdefault((j["pair_kind"], j["target"], j["source"]), {}).setdefault(
+            j["mode"], []).append(j)
+    ratios = {}
+    print("| pair | target ← source | seeds | 5 %: off → on (ratio) | 1 %: off → on (ratio) |"
+          " source weight (median) | first picks from source | not within 1 % (off/on) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (kind, t, s), m in sorted(runs.items(), key=lambda kv: (kv[0][0] != "same", kv[0][1:])):
+        on, off = m.get("on", []), m.get("off", [])
+        cap = budget(t)
+        cells = []
+        for frac in (0.05, 0.01):
+            a = med([to_within(j, frac) for j in off], cap)
+            b = med([to_within(j, frac) for j in on], cap)
+            cells.append(f"{fmt(a, cap)} → {fmt(b, cap)} ({b / a:.2f})")
+        src = [j["transfer"]["sources"][0] for j in on]
+        used = [x for x in src if x["used"]]
+        w = f"{statistics.median(x['weight'] for x in used):.2f}" if used else \
+            "refused: " + src[0].get("reason", "")
+        fp = statistics.median(j["transfer"]["first_picks_from_sources"] for j in on)
+        miss = (sum(to_within(j, 0.01) is None for j in off), sum(to_within(j, 0.01) is None for j in on))
+        print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {cells[1]} | {w} | {fp:g} |"
+              f" {miss[0]}/{miss[1]} |")
+        if kind == "same":
+            ratios.setdefault("GPU" if t.startswith(("gemm-clblast", "convolution")) else "PoCL",
+                              []).append(med([to_within(j, 0.05) for j in on], cap) /
+                                         med([to_within(j, 0.05) for j in off], cap))
+    print()
+    for k, r in sorted(ratios.items()):
+        print(f"{k} same-kernel pairs: median ratio (on / off, evaluations to 5 %) "
+              f"{statistics.median(r):.2f}; halved or better on {sum(x <= 0.5 for x in r)} of "
+              f"{len(r)}; worse on {sum(x > 1 for x in r)}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in ("run", "summary"):
+        raise SystemExit(__doc__)
+    args = sys.argv[3:]
+    opt = lambda k, d: int(args[args.index(k) + 1]) if k in args else d
+    if sys.argv[1] == "run":
+        run(sys.argv[2], opt("--seeds", 20), opt("--jobs", 2))
+    else:
+        summary(sys.argv[2])

@@ -1,0 +1,326 @@
+/* gemm_cpu.cl — f32 GEMM template for OpenCL on CPUs (PoCL): one work-item, a CPU sgemm
+ * micro-kernel over packed panels. Docs: docs/gemm-cpu.md.
+ *
+ *   C = alpha * op(A) * op(B) + beta * C        all matrices row-major (layouts as in gemm.cl)
+ *
+ * Shaped like OpenBLAS's and BLIS's AVX-512 sgemm rather than like a GPU kernel. A work-item
+ * owns an MB x NB block of C (MB = RS * MT rows, NB = NV * VW columns) and walks K in blocks of
+ * KC. For each K block it copies the KC x NB panel of op(B) into a contiguous private array
+ * (PB; transposing it when B is stored N x K) and, when A is stored K x M, the KC x MB panel of
+ * op(A) (PA); then for each of its MT row strips it runs the micro-kernel: an RS x NV register
+ * tile of VW-wide vectors (RS * NV accumulators: 14 x 2 or 6 x 4 zmm of 16 floats fill AVX-512's
+ * 32 registers), one broadcast of A and NV vector loads of B per k-step, UK k-steps per loop
+ * iteration. No barrier and no local memory: PoCL compiles the work-item as straight-line
+ * vector code and runs one work-item per work-group.
+ *
+ * Packing turns the per-k-step jumps of ldb (one 4-KiB page per k-step at n = 1024, which the
+ * L1 cache and TLB cannot hold) into a walk through a few KiB, and makes op(B) in either layout
+ * a contiguous vector read. The micro-kernel's partial sums of one K block go to C: the first
+ * block writes alpha * acc + beta * C, the later ones add alpha * acc, so C is read before the
+ * first write only when beta != 0.
+ *
+ * Tuning parameters (-D; constraints in gemm_cpu.yaml):
+ *   VW      vector width in floats (8: AVX2 ymm, 16: AVX-512 zmm)
+ *   RS, NV  micro-tile: RS rows x NV vectors (accumulators RS * NV, kept in registers)
+ *   MT      row strips per work-item (MB = RS * MT rows share one packed B panel)
+ *   KC      K block: the packed panels hold KC k-steps
+ *   PA, PB  1: pack the op(A) / op(B) panel per K block; 0: read it in place (PA needs ta = 1
+ *           to be a contiguous copy; PB = 0 needs tb = 0)
+ *   UK      unroll factor of the micro-kernel's k loop
+ *   GM      1: work-item index 0 runs along M (consecutive work-items read the same B panel
+ *           while it is in cache); 0: along N
+ *   DOT     1 (ta = 0, tb = 1 only, no packing): the micro-kernel runs its vectors along K
+ *           instead: RS rows of A and NV columns of op(B) (rows of the stored B) are read as
+ *           contiguous VW-float runs, acc[r][c] += a[r] * b[c] lane-wise, the lanes summed at the
+ *           end: an RS x NV block of C per strip, no transpose and no packing (the nt layout
+ *           with few rows, e.g. a 16-token LLM layer, where packing B costs more than it saves)
+ * Problem defines (gemm_problem.h): TA, TB, EDGE_M/N/K (m, n, k not multiples of MB, NB, KC),
+ * IDX64.
+ */
+
+#include "gemm_problem.h"
+
+#define NB (DOT ? NV : NV * VW) /* columns of C per work-item */
+#define MB (RS * MT) /* rows of C per work-item */
+
+typedef VTYPE(VW) floatv;
+
+/* ---- packing --------------------------------------------------------------------------------- */
+
+/* Bp[p * NB + j] = op(B)(k0 + p, col0 + j) for p < kb, j < NB; columns past N are zero. */
+INLINE void pack_b(float *Bp, GLOBAL const float *RESTRICT B, const int ldb, const int N,
+                   const int k0, const int kb, const int col0)
+{
+#if TB
+    /* B stored N x K: each column of op(B) is contiguous along K; read VW k-steps at a time and
+     * scatter them down the panel (a transpose) */
+    AT_UNROLL(1)
+    for (int j = 0; j < NB; ++j) {
+        const int col = EDGE_N ? MIN(col0 + j, N - 1) : col0 + j;
+        const float keep = (EDGE_N && col0 + j >= N) ? 0.0f : 1.0f;
+        GLOBAL const float *RESTRICT src = B + (idx_t)col * ldb + k0;
+        int p = 0;
+        AT_UNROLL(1)
+        for (; p + VW <= kb; p += VW) {
+            float t[VW];
+            VSTORE(VW, VLOAD(VW, 0, src + p), 0, t);
+            AT_UNROLL(VW)
+            for (int l = 0; l < VW; ++l)
+                Bp[(p + l) * NB + j] = keep * t[l];
+        }
+        for (; p < kb; ++p)
+            Bp[p * NB + j] = keep * src[p];
+    }
+#else
+    AT_UNROLL(1)
+    for (int p = 0; p < kb; ++p) {
+        GLOBAL const float *RESTRICT src = B + (idx_t)(k0 + p) * ldb + col0;
+        AT_UNROLL(NV)
+        for (int v = 0; v < NV; ++v) {
+            floatv x;
+            const int avail = EDGE_N ? N - (col0 + v * VW) : VW;
+            if (avail >= VW) {
+                x = VLOAD(VW, 0, src + v * VW);
+            } else {
+                float t[VW];
+                AT_UNROLL(VW)
+                for (int l = 0; l < VW; ++l)
+                    t[l] = l < avail ? src[v * VW + l] : 0.0f;
+                x = VLOAD(VW, 0, t);
+            }
+            VSTORE(VW, x, 0, Bp + p * NB + v * VW);
+        }
+    }
+#endif
+}
+
+/* The KC x MB panel of op(A) at (row0, k0), kb k-steps, in the layout its storage copies to
+ * without a transpose: A stored M x K (ta = 0): Ap[i * KC + p], each row a contiguous run (the
+ * rows of a strip are then KC floats apart, not lda: at lda = 1024 the 14 rows of a strip map to
+ * one L1 set); A stored K x M (ta = 1): Ap[p * MB + i]. Rows past M are clamped (read, never
+ * stored). */
+INLINE void pack_a(float *Ap, GLOBAL const float *RESTRICT A, const int lda, const int M,
+                   const int k0, const int kb, const int row0)
+{
+#if TA
+    AT_UNROLL(1)
+    for (int p = 0; p < kb; ++p) {
+        GLOBAL const float *RESTRICT src = A + (idx_t)(k0 + p) * lda;
+        if (!EDGE_M || row0 + MB <= M) {
+            AT_UNROLL(1)
+            for (int i = 0; i + VW <= MB; i += VW)
+                VSTORE(VW, VLOAD(VW, 0, src + row0 + i), 0, Ap + p * MB + i);
+            AT_UNROLL(1)
+            for (int i = MB - MB % VW; i < MB; ++i)
+                Ap[p * MB + i] = src[row0 + i];
+        } else {
+            AT_UNROLL(1)
+            for (int i = 0; i < MB; ++i)
+                Ap[p * MB + i] = src[MIN(row0 + i, M - 1)];
+        }
+    }
+#else
+    AT_UNROLL(1)
+    for (int i = 0; i < MB; ++i) {
+        const int row = EDGE_M ? MIN(row0 + i, M - 1) : row0 + i;
+        GLOBAL const float *RESTRICT src = A + (idx_t)row * lda + k0;
+        int p = 0;
+        AT_UNROLL(1)
+        for (; p + VW <= kb; p += VW)
+            VSTORE(VW, VLOAD(VW, 0, src + p), 0, Ap + i * KC + p);
+        for (; p < kb; ++p)
+            Ap[i * KC + p] = src[p];
+    }
+#endif
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------ */
+
+KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, const float beta,
+                     GLOBAL const float *RESTRICT A, const int lda,
+                     GLOBAL const float *RESTRICT B, const int ldb, GLOBAL float *C,
+                     const int ldc)
+{
+    const int gx = GROUP_ID(0), gy = GROUP_ID(1);
+    const int row0 = (GM ? gx : gy) * MB; /* origin of the work-item's block in C */
+    const int col0 = (GM ? gy : gx) * NB;
+
+#if PB
+    float Bp[KC * NB];
+#endif
+#if PA
+    float Ap[KC * MB];
+#endif
+
+#if DOT
+    /* ---- dot products along K (ta = 0, tb = 1) --------------------------------------------- */
+    AT_UNROLL(1)
+    for (int mt = 0; mt < MT; ++mt) {
+        const int r0 = row0 + mt * RS;
+        if (EDGE_M && r0 >= M)
+            break;
+        long aoff[RS], boff[NV]; /* rows of A and of the stored B (clamped at the edges) */
+        AT_UNROLL(RS)
+        for (int r = 0; r < RS; ++r)
+            aoff[r] = (long)(EDGE_M ? MIN(r0 + r, M - 1) : r0 + r) * lda;
+        AT_UNROLL(NV)
+        for (int c = 0; c < NV; ++c)
+            boff[c] = (long)(EDGE_N ? MIN(col0 + c, N - 1) : col0 + c) * ldb;
+        floatv acc[RS][NV];
+        AT_UNROLL(RS)
+        for (int r = 0; r < RS; ++r) {
+            AT_UNROLL(NV)
+            for (int c = 0; c < NV; ++c)
+                acc[r][c] = VBCAST(VW, 0.0f);
+        }
+        const int kv = K - K % VW; /* the K range read as whole vectors */
+        AT_UNROLL(UK)
+        for (int p = 0; p < kv; p += VW) {
+            floatv a[RS], b[NV];
+            AT_UNROLL(RS)
+            for (int r = 0; r < RS; ++r)
+                a[r] = VLOAD(VW, 0, A + aoff[r] + p);
+            AT_UNROLL(NV)
+            for (int c = 0; c < NV; ++c)
+                b[c] = VLOAD(VW, 0, B + boff[c] + p);
+            AT_UNROLL(RS)
+            for (int r = 0; r < RS; ++r) {
+                AT_UNROLL(NV)
+                for (int c = 0; c < NV; ++c)
+                    acc[r][c] = VFMA(a[r], b[c], acc[r][c]);
+            }
+        }
+        AT_UNROLL(RS)
+        for (int r = 0; r < RS; ++r) {
+            const int row = r0 + r;
+            if (EDGE_M && row >= M)
+                break;
+            AT_UNROLL(NV)
+            for (int c = 0; c < NV; ++c) {
+                const int col = col0 + c;
+                if (EDGE_N && col >= N)
+                    break;
+                float t[VW];
+                VSTORE(VW, acc[r][c], 0, t);
+                float x = 0.0f;
+                AT_UNROLL(VW)
+                for (int l = 0; l < VW; ++l)
+                    x += t[l];
+                for (int p = kv; p < K; ++p) /* the K tail */
+                    x = VFMA(A[aoff[r] + p], B[boff[c] + p], x);
+                GLOBAL float *dst = C + (idx_t)row * ldc + col;
+                *dst = beta != 0.0f ? VFMA(beta, *dst, alpha * x) : alpha * x;
+            }
+        }
+    }
+#else
+    AT_UNROLL(1)
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        const int kb = (EDGE_K && K - k0 < KC) ? K - k0 : KC;
+#if PB
+        pack_b(Bp, B, ldb, N, k0, kb, col0);
+#endif
+#if PA
+        pack_a(Ap, A, lda, M, k0, kb, row0);
+#endif
+        AT_UNROLL(1)
+        for (int mt = 0; mt < MT; ++mt) {
+            const int r0 = row0 + mt * RS; /* the strip's first row */
+            if (EDGE_M && r0 >= M)
+                break;
+
+            /* where row r of op(A) is read at k-step p: ap[aoff[r]], ap advancing by astep;
+             * loop-invariant 64-bit offsets, so each read is one base + index * 4 address */
+            long aoff[RS];
+            AT_UNROLL(RS)
+            for (int r = 0; r < RS; ++r) {
+#if PA
+                aoff[r] = TA ? mt * RS + r : (mt * RS + r) * KC;
+#else
+                const int row = EDGE_M ? MIN(r0 + r, M - 1) : r0 + r;
+                aoff[r] = TA ? (long)row : (long)row * lda;
+#endif
+            }
+#if PA
+            const float *ap = Ap;
+            const long astep = TA ? MB : 1;
+#else
+            GLOBAL const float *RESTRICT ap = A + (TA ? (idx_t)k0 * lda : (idx_t)k0);
+            const long astep = TA ? (long)lda : 1;
+#endif
+#if PB
+            const float *bp = Bp;
+            const long bstep = NB;
+#else
+            GLOBAL const float *RESTRICT bp = B + (idx_t)k0 * ldb + col0;
+            const long bstep = ldb;
+#endif
+
+            floatv acc[RS][NV];
+            AT_UNROLL(RS)
+            for (int r = 0; r < RS; ++r) {
+                AT_UNROLL(NV)
+                for (int v = 0; v < NV; ++v)
+                    acc[r][v] = VBCAST(VW, 0.0f);
+            }
+
+            /* the micro-kernel: RS broadcasts, NV vector loads, RS * NV FMAs per k-step */
+            AT_UNROLL(UK)
+            for (int p = 0; p < kb; ++p) {
+                floatv b[NV];
+                AT_UNROLL(NV)
+                for (int v = 0; v < NV; ++v) {
+#if PB || !EDGE_N
+                    b[v] = VLOAD(VW, 0, bp + v * VW);
+#else
+                    const int avail = N - (col0 + v * VW);
+                    float t[VW];
+                    AT_UNROLL(VW)
+                    for (int l = 0; l < VW; ++l)
+                        t[l] = l < avail ? bp[v * VW + l] : 0.0f;
+                    b[v] = VLOAD(VW, 0, t);
+#endif
+                }
+                AT_UNROLL(RS)
+                for (int r = 0; r < RS; ++r) {
+                    const floatv a = VBCAST(VW, ap[aoff[r]]);
+                    AT_UNROLL(NV)
+                    for (int v = 0; v < NV; ++v)
+                        acc[r][v] = VFMA(a, b[v], acc[r][v]);
+                }
+                ap += astep;
+                bp += bstep;
+            }
+
+            /* the strip's partial sums into C: the first K block writes alpha * acc + beta * C,
+             * the later ones add alpha * acc */
+            AT_UNROLL(RS)
+            for (int r = 0; r < RS; ++r) {
+                const int row = r0 + r;
+                if (EDGE_M && row >= M)
+                    break;
+                AT_UNROLL(NV)
+                for (int v = 0; v < NV; ++v) {
+                    const int col = col0 + v * VW;
+                    const int avail = EDGE_N ? N - col : VW;
+                    if (avail <= 0)
+                        break;
+                    GLOBAL float *dst = C + (idx_t)row * ldc + col;
+                    floatv o = VBCAST(VW, alpha) * acc[r][v];
+                    const float add = k0 > 0 ? 1.0f : beta; /* weight of what C holds */
+                    if (avail >= VW) {
+                        if (add != 0.0f)
+                            o = VFMA(VBCAST(VW, add), VLOAD(VW, 0, dst), o);
+                        VSTORE(VW, o, 0, dst);
+                    } else {
+                        float t[VW];
+                        VSTORE(VW, o, 0, t);
+                        for (int l = 0; l < avail; ++l)
+                            dst[l] = add != 0.0f ? VFMA(add, dst[l], t[l]) : t[l];
+                    }
+                }
+            }
+        }
+    }
+#endif
+}
