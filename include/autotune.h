@@ -389,7 +389,7 @@ typedef struct at_backend_desc {
     char name[16]; /* "opencl" */
     int available; /* 1 if its runtime loaded */
     int ndevices;
-    char why[512]; /* why it is unavailable, "" otherwise */
+    char why[512]; /* why it is unavailable; when available "" or which files it loaded */
 } at_backend_desc;
 
 typedef struct at_device_desc {

@@ -168,9 +168,13 @@ static int memo_get(at_context *ctx, const char *key, at_status *status, at_look
     int found = 0;
     if (!m) return 0; /* a context made by hand (tests) */
     pthread_mutex_lock(&m->lock);
-    for (memo_entry *e = m->b[at_hash_str(AT_HASH_SEED, key) % MEMO_BUCKETS]; e && !found;
-         e = e->next)
-        if (strcmp(e->key, key) == 0) {
+    memo_entry **pe = &m->b[at_hash_str(AT_HASH_SEED, key) % MEMO_BUCKETS];
+    for (memo_entry *e; (e = *pe) && !found; pe = &e->next)
+        if (strcmp(e->key, key) == 0 && e->kernel && e->kernel->recycles != ctx->recycles) {
+            *pe = e->next; /* built on a device since recycled: built again */
+            memo_entry_free(e);
+            break;
+        } else if (strcmp(e->key, key) == 0) {
             found = 1;
             *status = e->status;
             if (info) *info = e->info;
@@ -1205,6 +1209,11 @@ at_status at_kernel_launch(at_kernel *k, const at_devptr *buffers, size_t nbuffe
                         op->roles[i], op->name);
     at_arglist args;
     at_context *ctx = k->ctx;
+    if (s == AT_OK && k->recycles != ctx->recycles)
+        s = at_fail(AT_ERR_DEVICE_LOST,
+                    "this kernel was built before a faulting candidate made autotune close and "
+                    "reopen the %s device: get it again (at_%s_get)",
+                    ctx->ops->name, op->name);
     /* The workspace (split-K partial sums) is the argument of kernels that take one; each
      * at_kernel makes its own at its first launch. */
     if (s == AT_OK && k->ws_bytes && !k->workspace.handle)
@@ -1223,7 +1232,11 @@ const char *at_kernel_template(const at_kernel *k) { return k ? k->template_name
 void at_kernel_destroy(at_kernel *k)
 {
     if (!k) return;
-    if (k->workspace.handle) k->ctx->ops->buffer_free(k->ctx->dev, k->workspace);
+    /* A stale kernel's program and workspace were on a device that is gone: nothing of them can
+     * be released any more (the backend would touch the freed device); their host memory is
+     * left behind, a few KB once per recycle. */
+    int stale = k->recycles != k->ctx->recycles;
+    if (k->workspace.handle && !stale) k->ctx->ops->buffer_free(k->ctx->dev, k->workspace);
     if (k->base) { /* a handle on a cached program: its own memory, then the reference */
         at_kernel *base = k->base;
         free(k);
@@ -1231,7 +1244,7 @@ void at_kernel_destroy(at_kernel *k)
         return;
     }
     if (__atomic_sub_fetch(&k->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
-    if (k->prog) k->ctx->ops->program_free(k->prog);
+    if (k->prog && !stale) k->ctx->ops->program_free(k->prog);
     for (size_t i = 0; i < k->nargs; i++) free(k->args[i].name);
     at_problem_destroy(k->problem);
     free(k);
@@ -1380,7 +1393,7 @@ at_status at_backends_query(at_backend_desc *out, int max, int *n)
         } else if (ops->probe(d->why, sizeof d->why) == AT_OK) {
             d->available = 1;
             d->ndevices = ops->device_count();
-            d->why[0] = '\0';
+            /* why keeps the probe's note on what it loaded (the GPU backends' files) */
             if (!d->ndevices)
                 snprintf(d->why, sizeof d->why, "the runtime loaded but reports no device");
         }

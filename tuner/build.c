@@ -72,6 +72,7 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_problem *p, 
     at_kernel *k = calloc(1, sizeof *k);
     if (!k) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
     k->ctx = ctx;
+    k->recycles = ctx->recycles;
     k->dims = s->launch_dims;
     snprintf(k->config, sizeof k->config, "%s", config);
     snprintf(k->template_name, sizeof k->template_name, "%s", t->name);

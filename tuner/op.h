@@ -26,6 +26,12 @@ typedef struct at_op_buffer {
     size_t count; /* elements */
     float *init;
     int output;
+    /* Optional, for an output: the check reads only these rows (row r is elements
+     * [r * row_stride, r * row_stride + row_len)), so only they are read back (a big output is
+     * never moved whole); nrows 0: the whole buffer. With row_stride 1, rows are where each row
+     * starts (elements). The rows belong to the operation's data. */
+    const int64_t *rows;
+    size_t nrows, row_stride, row_len;
 } at_op_buffer;
 
 /* The host side of checking candidates on one problem: buffers in role order, and the

@@ -79,8 +79,21 @@ unsigned char *at_link_buffers(at_link *l, size_t n, const size_t *bytes, size_t
                                at_status *st);
 unsigned char *at_link_init(at_link *l, size_t i);
 at_status at_link_upload(at_link *l);
-/* Runs a candidate once: loads its binary, re-uploads the buffers in reset (outputs), zeroes
- * the workspace, launches, and reads every buffer back (at_link_out) with the guards. The
+/* What a checked run resets and reads back of each buffer (at_link_readback): outputs whose
+ * contents are all NaN before a run are filled with the guard byte (NaN too) on the device
+ * instead of uploaded; a buffer with rows comes back only in those rows (and its guards). */
+#define AT_READBACK_ROWS 256
+typedef struct at_readback {
+    uint32_t fill;                                        /* buffers reset by a fill */
+    uint32_t nrows[AT_MAX_BUFFERS];                       /* 0: the whole buffer */
+    uint64_t stride[AT_MAX_BUFFERS], len[AT_MAX_BUFFERS]; /* bytes: row r at r * stride */
+    int64_t rows[AT_MAX_BUFFERS][AT_READBACK_ROWS];
+} at_readback;
+/* Sets what every later at_link_run resets and reads back (default: upload, whole). */
+void at_link_readback(at_link *l, const at_readback *rb);
+/* Runs a candidate once: loads its binary, re-uploads the buffers in reset (outputs; or fills
+ * them, at_link_readback), zeroes the workspace, launches, and reads every buffer back
+ * (at_link_out; only the rows at_link_readback names) with the guards. The
  * candidate's outcome is in rec (ok, launch_error, or crashed / timeout when the worker died or
  * did not answer within limit_ms); a failed call is the run's own failure (interrupted, no
  * device). */

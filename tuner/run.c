@@ -50,6 +50,27 @@ static at_status check_limits(const at_context *ctx, const at_problem *p, const 
     return AT_OK;
 }
 
+/* What a checked run resets by a fill (outputs that start all NaN) and reads back of each
+ * output (the rows its check reads, when the operation names them and they are few). */
+static void readback_of(const at_runner *r, at_readback *rb)
+{
+    memset(rb, 0, sizeof *rb);
+    for (size_t i = 0; i < r->nbufs; i++) {
+        const at_op_buffer *b = &r->data.buf[i];
+        if (!b->output) continue;
+        size_t k = 0;
+        while (k < b->count && isnan(b->init[k])) k++;
+        if (k == b->count) rb->fill |= 1u << i;
+        if (b->nrows > 0 && b->nrows <= AT_READBACK_ROWS) {
+            size_t esize = at_dtype_size(b->dtype);
+            rb->nrows[i] = (uint32_t)b->nrows;
+            rb->stride[i] = b->row_stride * esize;
+            rb->len[i] = b->row_len * esize;
+            memcpy(rb->rows[i], b->rows, b->nrows * sizeof *b->rows);
+        }
+    }
+}
+
 at_status at_runner_open(at_runner *r, at_context *ctx, const at_problem *p,
                          const volatile int *cancel)
 {
@@ -69,6 +90,9 @@ at_status at_runner_open(at_runner *r, at_context *ctx, const at_problem *p,
             return at_fail(AT_ERR_NO_MEMORY, "out of host memory for the outputs");
     }
     AT_TRY(at_link_open(ctx, cancel, &r->link));
+    at_readback rb;
+    readback_of(r, &rb);
+    at_link_readback(r->link, &rb);
     /* On a GPU, a buffer twice the last-level cache is rewritten before each timed run. */
     size_t flush = !ctx->info.is_cpu && ctx->info.l2_bytes > 0 && ctx->ops->buffer_fill
                        ? (size_t)ctx->info.l2_bytes * 2
@@ -150,7 +174,18 @@ static int verdict(at_runner *r, int64_t ws_dirty, size_t ws_bytes, at_result_re
     }
     for (size_t i = 0; i < r->nbufs; i++) {
         const at_op_buffer *b = &r->data.buf[i];
-        if (b->output) at_dtype_to_f32(b->dtype, at_link_out(r->link, i), r->out[i], b->count);
+        if (!b->output) continue;
+        if (!b->nrows || b->nrows > AT_READBACK_ROWS) {
+            at_dtype_to_f32(b->dtype, at_link_out(r->link, i), r->out[i], b->count);
+            continue;
+        }
+        /* only the rows that came back (and that the check reads) */
+        size_t esize = at_dtype_size(b->dtype);
+        for (size_t k = 0; k < b->nrows; k++) {
+            size_t at = (size_t)b->rows[k] * b->row_stride;
+            at_dtype_to_f32(b->dtype, at_link_out(r->link, i) + at * esize, r->out[i] + at,
+                            b->row_len);
+        }
     }
     int ok = 0;
     if (r->p->op->check(r->p->data, &r->data, r->out, &rec->max_rel_error, &ok) != AT_OK || !ok) {

@@ -485,9 +485,14 @@ static at_status tune_one(at_context *ctx, at_template *t, const at_problem *p,
         if (st == AT_OK) stored(ctx, "devices", dkey, NULL, NULL, &drec);
         free(dkey);
         int nthreads = at_compile_threads(ctx);
+        /* Proposals made ahead are made blind: capped (8, on a GPU a quarter of an evaluation
+         * budget) so that a model search learns from most of the budget. */
+        size_t ahead = (size_t)nthreads * 2 < 8 ? (size_t)nthreads * 2 : 8;
+        if (!ctx->info.is_cpu && opts->max_evals > 0 && ahead > (size_t)opts->max_evals / 4 + 1)
+            ahead = (size_t)opts->max_evals / 4 + 1;
         dev.ev = (at_evaluator){.submit = device_submit,
                                 .next = device_next,
-                                .lookahead = (size_t)nthreads * 2,
+                                .lookahead = ahead,
                                 .batch = ctx->info.is_cpu};
         dev.queue = calloc(dev.ev.lookahead, sizeof *dev.queue);
         if (st == AT_OK && !dev.queue) st = at_fail(AT_ERR_NO_MEMORY, "out of memory");

@@ -21,6 +21,9 @@ struct at_context {
     int compile_threads;
     int device_index;
     int native; /* dev holds the caller's handles (native_context/queue): never recycled */
+    /* How often dev was closed and opened again after a fault (in-process runs, worker.c):
+     * what was made on an earlier dev (a kernel's program, its workspace) is gone with it. */
+    unsigned recycles;
     /* The environment's controls, read at creation: AUTOTUNE_TUNING=0 (no tuning: at_get never
      * tunes, at_tune answers only from the databases), AUTOTUNE_DB_READONLY=1 (the user's
      * database is opened as a layer is, nothing written, and no tuning) and AUTOTUNE_BUDGET (the
@@ -113,6 +116,7 @@ struct at_kernel {
     int from_binary;     /* 1: loaded from the binaries table, not compiled */
     at_lookup_info info; /* where its config came from (at_kernel_info) */
     size_t ws_bytes;     /* the workspace's size: allocated at the first launch */
+    unsigned recycles;   /* ctx->recycles when it was built: another value, it is stale */
     /* A kernel handed out from the context's kernel cache shares the program, the argument
      * names and the problem of base (one reference); NULL: it owns them. */
     struct at_kernel *base;

@@ -75,6 +75,7 @@ typedef struct request {
     /* RUN */
     at_run_spec spec;
     uint64_t bin_len, bin_id;
+    at_readback rb;
     /* TIME */
     double first_ms, best_us;
 } request;
@@ -153,10 +154,16 @@ static at_status dev_buffers(devside *d, size_t n, const uint64_t *bytes, size_t
     return AT_OK;
 }
 
-static at_status dev_upload(devside *d, uint32_t mask)
+/* Uploads the buffers in mask; of those, the ones in fill are filled with the guard byte on
+ * the device instead (outputs that start all NaN: nothing crosses the bus). */
+static at_status dev_upload(devside *d, uint32_t mask, uint32_t fill)
 {
     for (size_t i = 0; i < d->n; i++) {
         if (!((mask >> i) & 1)) continue;
+        if (((fill >> i) & 1) && d->ops->buffer_fill) {
+            AT_TRY(d->ops->buffer_fill(d->dev, d->whole[i], GUARD_BYTE));
+            continue;
+        }
         const unsigned char *src = d->host + init_offset(d->bytes, i);
         if (d->view[i].handle == d->whole[i].handle) src += GUARD;
         AT_TRY(d->ops->buffer_write(d->dev, d->whole[i], 0, src, d->whole[i].bytes));
@@ -197,6 +204,34 @@ static at_status make_args(devside *d, const at_run_spec *s)
     return AT_OK;
 }
 
+/* Reads buffer i back into its out region: whole, or its guards and the rows rb names. */
+static at_status dev_read_back(devside *d, size_t i, const at_readback *rb)
+{
+    unsigned char *dst = d->host + out_offset(d->bytes, d->n, i), *data = dst + GUARD;
+    size_t guard = GUARD; /* on the device: 0 for a backend without views (no guard zones) */
+    if (d->view[i].handle == d->whole[i].handle) {
+        memset(dst, GUARD_BYTE, GUARD);
+        memset(data + d->bytes[i], GUARD_BYTE, GUARD);
+        dst = data;
+        guard = 0;
+    }
+    size_t nrows = rb->nrows[i] <= AT_READBACK_ROWS ? rb->nrows[i] : 0;
+    if (!nrows) return d->ops->buffer_read(d->dev, d->whole[i], 0, dst, d->whole[i].bytes);
+    if (guard) {
+        AT_TRY(d->ops->buffer_read(d->dev, d->whole[i], 0, dst, guard));
+        AT_TRY(d->ops->buffer_read(d->dev, d->whole[i], guard + d->bytes[i], data + d->bytes[i],
+                                   guard));
+    }
+    for (size_t r = 0; r < nrows; r++) {
+        uint64_t off = (uint64_t)rb->rows[i][r] * rb->stride[i];
+        if (rb->rows[i][r] < 0 || off + rb->len[i] > d->bytes[i])
+            return at_fail(AT_ERR_INTERNAL, "read-back row %lld outside buffer %zu",
+                           (long long)rb->rows[i][r], i);
+        AT_TRY(d->ops->buffer_read(d->dev, d->whole[i], guard + off, data + off, rb->len[i]));
+    }
+    return AT_OK;
+}
+
 /* Loads the binary, resets the outputs (mask), zeroes the workspace, launches once and reads
  * every buffer back (guards included) for the host half to check. */
 static void dev_run(devside *d, const request *rq, reply *rp)
@@ -232,21 +267,14 @@ static void dev_run(devside *d, const request *rq, reply *rp)
     memcpy(d->l, s->local, sizeof d->l);
     d->dims = s->dims;
     d->shared = s->shared_bytes;
-    if (st == AT_OK) st = dev_upload(d, rq->mask);
+    if (st == AT_OK) st = dev_upload(d, rq->mask, rq->rb.fill);
     if (st == AT_OK && s->ws_bytes) st = d->ops->buffer_fill(d->dev, d->ws, 0);
     if (st == AT_OK)
         st = d->ops->launch(d->dev, d->prog, d->args.a, d->args.n, d->g, d->l, d->dims, d->shared,
                             NULL, &rp->ms);
-    /* Everything back, guards included; an asynchronous fault shows up here. */
-    for (size_t i = 0; st == AT_OK && i < d->n; i++) {
-        unsigned char *dst = d->host + out_offset(d->bytes, d->n, i);
-        if (d->view[i].handle == d->whole[i].handle) {
-            memset(dst, GUARD_BYTE, GUARD);
-            memset(dst + GUARD + d->bytes[i], GUARD_BYTE, GUARD);
-            dst += GUARD;
-        }
-        st = d->ops->buffer_read(d->dev, d->whole[i], 0, dst, d->whole[i].bytes);
-    }
+    /* Everything back, guards included (of a sampled buffer its rows and guards); an
+     * asynchronous fault shows up here. */
+    for (size_t i = 0; st == AT_OK && i < d->n; i++) st = dev_read_back(d, i, &rq->rb);
     if (st == AT_OK && s->ws_bytes) {
         unsigned char *h = malloc(s->ws_bytes);
         st = h ? d->ops->buffer_read(d->dev, d->ws, 0, h, s->ws_bytes)
@@ -313,7 +341,7 @@ static void dev_serve(devside *d, const request *rq, reply *rp)
         st = dev_buffers(d, rq->nbufs, rq->bytes, (size_t)rq->flush_bytes);
         break;
     case OP_UPLOAD:
-        st = dev_upload(d, rq->mask);
+        st = dev_upload(d, rq->mask, 0);
         break;
     case OP_RUN:
         dev_run(d, rq, rp);
@@ -414,6 +442,7 @@ struct at_link {
     size_t bytes[AT_MAX_BUFFERS];
     int ready; /* the device half has the buffers and their contents */
     uint64_t next_bin_id;
+    at_readback rb; /* sent with every run */
 };
 
 static int isolation_wanted(const at_context *ctx)
@@ -586,6 +615,7 @@ static at_status device_lost(at_link *l)
                        "unusable; autotune does not reset or recreate it",
                        ctx->ops->name);
     dev_release(&l->local); /* what it can still free */
+    ctx->recycles++;        /* kernels built on the old device are stale from now on */
     ctx->ops->close(ctx->dev);
     ctx->dev = NULL;
     memset(&l->local, 0, sizeof l->local);
@@ -737,6 +767,8 @@ size_t at_link_guard_errors(const at_link *l, size_t i)
     return bad;
 }
 
+void at_link_readback(at_link *l, const at_readback *rb) { l->rb = *rb; }
+
 at_status at_link_run(at_link *l, const void *bin, size_t len, const at_run_spec *spec,
                       uint32_t reset, double limit_ms, double *ms, int64_t *ws_dirty,
                       at_result_rec *rec)
@@ -764,8 +796,12 @@ at_status at_link_run(at_link *l, const void *bin, size_t len, const at_run_spec
         }
     }
     memcpy(l->host + off, bin, len);
-    request rq = {
-        .op = OP_RUN, .spec = *spec, .bin_len = len, .bin_id = ++l->next_bin_id, .mask = reset};
+    request rq = {.op = OP_RUN,
+                  .spec = *spec,
+                  .bin_len = len,
+                  .bin_id = ++l->next_bin_id,
+                  .mask = reset,
+                  .rb = l->rb};
     reply rp;
     AT_TRY(call(l, &rq, &rp, limit_ms));
     *rec = rp.rec;

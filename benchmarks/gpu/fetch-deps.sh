@@ -24,7 +24,7 @@ mkdir -p "$1"
 DIR=$(cd "$1" && pwd)
 
 # opencl-headers is a metapackage: CL/cl.h is in opencl-c-headers (C++ headers in clhpp).
-DEPS_PACKAGES=${DEPS_PACKAGES:-"liblmdb0 liblmdb-dev libyaml-0-2 libyaml-dev libcmocka0 libcmocka-dev libcjson1 libcjson-dev zlib1g-dev opencl-headers opencl-c-headers opencl-clhpp-headers"}
+DEPS_PACKAGES=${DEPS_PACKAGES:-"liblmdb0 liblmdb-dev libyaml-0-2 libyaml-dev libcmocka0 libcmocka-dev libcjson1 libcjson-dev libmsgpackc2 libmsgpack-dev zlib1g-dev opencl-headers opencl-c-headers opencl-clhpp-headers"}
 
 command -v apt-get > /dev/null || { echo "$0: needs apt-get (Debian/Ubuntu)" >&2; exit 1; }
 command -v dpkg > /dev/null || { echo "$0: needs dpkg" >&2; exit 1; }

@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# GPU benchmark (reference: one NVIDIA H200): CUDA correctness over awkward shapes and every
-# dtype/layout, tuning of bf16/f16/f32 GEMM at 8192^3 and at LLM shapes, and torch.matmul
-# (cuBLAS) on the same shapes in the same run; f16 attention tuned against PyTorch SDPA's
-# flash backend (ATTN_SHAPES); raw logs and a JSON summary of ratios in OUTDIR.
-# Meant to finish in under 8 minutes. Without a GPU it still finds or builds autotune, runs the
-# compile-only check (NVRTC, no device), writes a summary saying so, and exits 0.
+# GPU benchmark (reference: one NVIDIA H200), in order of value, each step with a deadline and
+# its partial results kept when the deadline cuts it: preflight (clocks, `autotune devices`,
+# the NVRTC it loads), a smoke test of each tensor-core GEMM template on two shapes (when
+# gemm_wgmma fails it, f16/bf16 use gemm_mma from then on, by --template), autotune.torch's
+# pytest, torch.matmul (cuBLAS) on every tuning shape, bf16/f16/f32 GEMM tuning at 8192^3 and
+# LLM shapes, PyTorch SDPA and f16 attention tuning, then the whole correctness matrix; raw logs
+# and a JSON summary of ratios in OUTDIR. Finishes in under 8 minutes (TIME_LIMIT_S).
+# Without a GPU it still finds or builds autotune, runs the compile-only check (NVRTC, no
+# device), writes a summary saying so, and exits 0.
 #
-# Usage: benchmarks/gpu/run.sh [--record-space | --dry-run] OUTDIR
+# Usage: benchmarks/gpu/run.sh [--record-space | --dry-run | --rehearse] [--pack DIR] OUTDIR
 #   --dry-run       check the settings (ATTN_SHAPES too) and print the plan, every command
 #                   the run would start, into OUTDIR/plan.txt; runs nothing, needs no GPU
+#   --rehearse      every step up to the first device call (environment, the binary, devices,
+#                   the compile-only check), the time model of each step in
+#                   OUTDIR/time-model.txt, the summary and the pack; no device step runs
 #   --record-space  instead of the benchmark: record exhaustive CUDA spaces (RECORD_SHAPES) into
 #                   OUTDIR/record.db and export each as a Kernel Tuner cache file
 #                   OUTDIR/spaces/cuda-gemm-<dtype>-<MxNxK>.json.gz (benchmarks/spaces/README.md)
+#   --pack DIR      at the end, and when stopped (TERM, INT), put OUTDIR in one archive
+#                   DIR/gpu-run.tar.gz with summary.json, summary.txt and run.log beside it:
+#                   what a machine that returns few files (the device tool's $OUT: at most 8)
+#                   brings back
 # Environment (all optional):
 #   AUTOTUNE=path          use this autotune binary (no probing of build dirs, no build)
 #   BUILD_DIR=build        prebuilt build folder tried first (used if its autotune runs and has
@@ -24,15 +34,23 @@
 #   SHAPES="8192x8192x8192 4096x4096x4096 8192x28672x8192 16x8192x8192 4096x1024x14336"
 #                          tuning shapes MxNxK, in priority order (within each dtype)
 #   TUNE_BUDGET=40         --budget of each tuning run (N evaluations or Ns)
-#   TUNE_RUN_TIMEOUT_S=90  a tuning run is stopped (SIGTERM: it saves what it measured) after it
+#   TUNE_RUN_TIMEOUT_S=40  a tuning run is stopped (SIGTERM: it saves what it measured) after it
 #   CORRECT_DTYPES="f32 f16 bf16" CORRECT_LAYOUTS="nn nt tn tt"
 #   CORRECT_SHAPES="1x1x1 7x5x3 127x129x65 16x8192x1000 200x256x8200 1000x999x77 16x8192x128"
 #                          (16x8192x1000 and 200x256x8200: the split-K defaults of gemm_mma are
 #                          valid there, so budget 3 checks two split-K configs)
-#   CORRECT_BUDGET=3 CORRECT_JOBS=4 CORRECT_TIMEOUT_S=60
-#   TIME_LIMIT_S=470       the whole run's target (seconds since start)
-#   CORRECT_DEADLINE_S=150 no new correctness case starts after this (since start)
-#   TUNE_DEADLINE_S=420    no new tuning run starts after this (since start)
+#   CORRECT_BUDGET=3 CORRECT_JOBS=8 CORRECT_TIMEOUT_S=30
+#   TIME_LIMIT_S=450       the whole run's target (seconds since start): every step's timeout
+#                          is cut to end before it; the summary and the pack come after
+#   PREFLIGHT_S=10         the preflight's limit
+#   SMOKE_S=40 SMOKE_TEMPLATES="gemm_wgmma gemm_mma" SMOKE_SHAPES="1024x1024x1024 127x129x65"
+#                          the smoke test: each template (bf16, the first shape also f16) on each
+#                          shape, --budget 2, all within SMOKE_S
+#   GEMM_TEMPLATE=         --template of every f16/bf16 tuning and correctness run (default:
+#                          the library's choice; gemm_mma when gemm_wgmma failed the smoke test)
+#   PYTORCH_S=60 CUBLAS_S=60 SDPA_S=30   limits of those steps
+#   TUNE_DEADLINE_S=330    no new GEMM tuning run starts after this (since start)
+#   CORRECT_DEADLINE_S=430 no new correctness case starts after this (since start)
 #   TORCH_ARGS=""          extra arguments for torch_bench.py
 #   ATTN_SHAPES="B,H,G,S,S2,D,C ..."  attention problems: batch, heads, kv-heads, seq, seq-kv,
 #                          head-dim, causal (0/1); default batch 4, heads 32, seq 4096 and
@@ -40,16 +58,15 @@
 #                          1,32,8,1,8192,128,0 (batch 1: 32 query heads over 8 kv heads)
 #   ATTN_DTYPE=f16         dtype of the attention runs (f16 or bf16)
 #   ATTN_BUDGET=15         --budget of each attention tuning run
-#   ATTN_RUN_TIMEOUT_S=60  an attention tuning run is stopped (SIGTERM) after it
-#   ATTN_DEADLINE_S=330    no new attention tuning run starts after this (since start); the
-#                          attention runs go before the GEMM tuning, which has what is left
-#                          until TUNE_DEADLINE_S
+#   ATTN_RUN_TIMEOUT_S=25  an attention tuning run is stopped (SIGTERM) after it
+#   ATTN_DEADLINE_S=385    no new attention tuning run starts after this (since start); the
+#                          attention runs come after the GEMM tuning
 #   ARCH=sm_90a            target of the compile-only check
 #   PYTHON=python3
-#   SKIP="..."             steps to skip: ctest pytorch correctness cublas tune compile sdpa
+#   SKIP="..."             steps to skip: smoke ctest pytorch correctness cublas tune compile sdpa
 #                          attention (pytorch: autotune.torch.matmul's tests, test_torch.py)
 #                          (sdpa: PyTorch's attention; attention: autotune's attention tuning)
-#                          (--record-space: default "ctest correctness cublas tune")
+#                          (--record-space: default all of them but compile)
 #   RECORD_SHAPES="f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"
 #                          --record-space: dtype:MxNxK of each recorded space
 #   RECORD_TIMEOUT_S=240   --record-space: a recording is stopped after it (what it measured is
@@ -62,19 +79,29 @@ ROOT=$(cd "$HERE/../.." && pwd)
 
 RECORD=0
 DRY_RUN=0
-if [ "${1:-}" = --record-space ]; then
-    RECORD=1
+REHEARSE=0
+PACK=
+while [ $# -gt 1 ]; do
+    case "$1" in
+        --record-space) RECORD=1 ;;
+        --dry-run) DRY_RUN=1 ;;
+        --rehearse) REHEARSE=1 ;;
+        --pack) PACK=${2:?--pack needs a folder}; shift ;;
+        *) break ;;
+    esac
     shift
-elif [ "${1:-}" = --dry-run ]; then
-    DRY_RUN=1
-    shift
-fi
-if [ $# -ne 1 ]; then
-    echo "usage: $0 [--record-space | --dry-run] OUTDIR" >&2
+done
+if [ $# -ne 1 ] || [[ $1 == --* ]]; then
+    echo "usage: $0 [--record-space | --dry-run | --rehearse] [--pack DIR] OUTDIR" >&2
     exit 2
 fi
 mkdir -p "$1"
 OUTDIR=$(cd "$1" && pwd)
+if [ -n "$PACK" ]; then
+    mkdir -p "$PACK"
+    PACK=$(cd "$PACK" && pwd)
+    case "$PACK/" in "$OUTDIR"/*) echo "$0: --pack $PACK is inside OUTDIR $OUTDIR" >&2; exit 2 ;; esac
+fi
 
 abspath() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s' "$ROOT/$1" ;; esac; }
 AUTOTUNE=${AUTOTUNE:-}
@@ -88,16 +115,24 @@ if [ -z "$AT_DEPS" ] && [ -d "$ROOT/build-deps/usr" ]; then AT_DEPS="$ROOT/build
 DTYPES=${DTYPES:-"bf16 f16 f32"}
 SHAPES=${SHAPES:-"8192x8192x8192 4096x4096x4096 8192x28672x8192 16x8192x8192 4096x1024x14336"}
 TUNE_BUDGET=${TUNE_BUDGET:-40}
-TUNE_RUN_TIMEOUT_S=${TUNE_RUN_TIMEOUT_S:-90}
+TUNE_RUN_TIMEOUT_S=${TUNE_RUN_TIMEOUT_S:-40}
 CORRECT_DTYPES=${CORRECT_DTYPES:-"f32 f16 bf16"}
 CORRECT_LAYOUTS=${CORRECT_LAYOUTS:-"nn nt tn tt"}
 CORRECT_SHAPES=${CORRECT_SHAPES:-"1x1x1 7x5x3 127x129x65 16x8192x1000 200x256x8200 1000x999x77 16x8192x128"}
 CORRECT_BUDGET=${CORRECT_BUDGET:-3}
-CORRECT_JOBS=${CORRECT_JOBS:-4}
-CORRECT_TIMEOUT_S=${CORRECT_TIMEOUT_S:-60}
-TIME_LIMIT_S=${TIME_LIMIT_S:-470}
-CORRECT_DEADLINE_S=${CORRECT_DEADLINE_S:-150}
-TUNE_DEADLINE_S=${TUNE_DEADLINE_S:-420}
+CORRECT_JOBS=${CORRECT_JOBS:-8}
+CORRECT_TIMEOUT_S=${CORRECT_TIMEOUT_S:-30}
+TIME_LIMIT_S=${TIME_LIMIT_S:-450}
+PREFLIGHT_S=${PREFLIGHT_S:-10}
+SMOKE_S=${SMOKE_S:-40}
+SMOKE_TEMPLATES=${SMOKE_TEMPLATES:-"gemm_wgmma gemm_mma"}
+SMOKE_SHAPES=${SMOKE_SHAPES:-"1024x1024x1024 127x129x65"}
+PYTORCH_S=${PYTORCH_S:-60}
+CUBLAS_S=${CUBLAS_S:-60}
+TUNE_DEADLINE_S=${TUNE_DEADLINE_S:-330}
+SDPA_S=${SDPA_S:-30}
+CORRECT_DEADLINE_S=${CORRECT_DEADLINE_S:-430}
+GEMM_TEMPLATE=${GEMM_TEMPLATE:-}
 TORCH_ARGS=${TORCH_ARGS:-}
 if [ -z "${ATTN_SHAPES:-}" ]; then
     ATTN_SHAPES=""
@@ -108,12 +143,12 @@ if [ -z "${ATTN_SHAPES:-}" ]; then
 fi
 ATTN_DTYPE=${ATTN_DTYPE:-f16}
 ATTN_BUDGET=${ATTN_BUDGET:-15}
-ATTN_RUN_TIMEOUT_S=${ATTN_RUN_TIMEOUT_S:-60}
-ATTN_DEADLINE_S=${ATTN_DEADLINE_S:-330}
+ATTN_RUN_TIMEOUT_S=${ATTN_RUN_TIMEOUT_S:-25}
+ATTN_DEADLINE_S=${ATTN_DEADLINE_S:-385}
 ARCH=${ARCH:-sm_90a}
 PYTHON=${PYTHON:-python3}
 SKIP=${SKIP:-}
-[ "$RECORD" = 1 ] && SKIP=${SKIP:-"ctest pytorch correctness cublas tune sdpa attention"}
+[ "$RECORD" = 1 ] && SKIP=${SKIP:-"smoke ctest pytorch correctness cublas tune sdpa attention"}
 RECORD_SHAPES=${RECORD_SHAPES:-"f16:4096x4096x4096 bf16:2048x2048x2048 f16:16x8192x8192"}
 RECORD_TIMEOUT_S=${RECORD_TIMEOUT_S:-240}
 NPROC=$(nproc 2> /dev/null || echo 4)
@@ -139,6 +174,54 @@ step_record() {
     for kv in "$@"; do printf '%s\n' "$kv" >> "$STEPS/$name.env"; done
 }
 skip_note() { printf '%s\n' "$*" >> "$OUTDIR/skipped.txt"; log "SKIPPED: $*"; }
+# pack: OUTDIR as one archive in PACK (at most PACK_MAX_MB; without the LMDB database, whose
+# measurements are also in tune.jsonl.gz and tune/*.db-show.log, when it would not fit), with
+# summary.json, summary.txt and run.log beside it: 4 files
+PACK_MAX_MB=${PACK_MAX_MB:-15}
+pack() {
+    [ -n "$PACK" ] || return 0
+    local a="$PACK/gpu-run.tar.gz" f
+    rm -f "$a"
+    tar -C "$(dirname "$OUTDIR")" -czf "$a" "$(basename "$OUTDIR")" 2> "$WORK/tar.log" || true
+    if [ ! -s "$a" ] || [ "$(stat -c %s "$a")" -gt $((PACK_MAX_MB * 1048576)) ]; then
+        log "pack: over ${PACK_MAX_MB} MiB with the database; again without tune.db/*.mdb"
+        echo "tune.db left out of the archive (over ${PACK_MAX_MB} MiB): tune.jsonl.gz has its measurements" \
+            >> "$OUTDIR/skipped.txt"
+        tar -C "$(dirname "$OUTDIR")" --exclude='*.mdb' -czf "$a" "$(basename "$OUTDIR")" 2>> "$WORK/tar.log" || true
+    fi
+    for f in summary.json summary.txt run.log; do
+        [ -f "$OUTDIR/$f" ] && cp "$OUTDIR/$f" "$PACK/$f"
+    done
+    log "packed $OUTDIR into $a ($(du -h "$a" | cut -f1))"
+    cp "$OUTDIR/run.log" "$PACK/run.log" 2> /dev/null || true
+}
+# finish_run: the summary and the pack, once (also when a signal stops the run)
+FINISHED=0
+finish_run() {
+    [ "$FINISHED" = 0 ] || return 0
+    FINISHED=1
+    log "writing summary (total ${SECONDS}s so far)"
+    echo "$SECONDS" > "$OUTDIR/total-seconds.txt"
+    if ! "$PYTHON" "$HERE/summarize.py" "$OUTDIR" > "$OUTDIR/summarize.log" 2>&1; then
+        log "ERROR: summarize.py failed, see $OUTDIR/summarize.log"
+        cat "$OUTDIR/summarize.log" >&2
+    fi
+    pack
+}
+# shellcheck disable=SC2317  # run by the trap below
+on_signal() {
+    [ "$BASHPID" = "$$" ] || exit 143 # a background case: the main shell packs
+    trap '' TERM INT
+    local j # the cases running in the background: their timeout (and so autotune) first
+    for j in $(jobs -p); do
+        pkill -TERM -P "$j" 2> /dev/null || true
+        kill -TERM "$j" 2> /dev/null || true
+    done
+    log "stopped by a signal at ${SECONDS}s: summary and pack of what there is"
+    finish_run
+    exit 143
+}
+trap on_signal TERM INT
 # logged LOGFILE cmd...: appends "$ cmd", its output, and "# rc=.. wall=..s" to LOGFILE;
 # returns the command's exit status.
 logged() {
@@ -228,25 +311,28 @@ if [ "$DRY_RUN" = 1 ]; then
     done
     {
         echo "plan of benchmarks/gpu/run.sh (dry run: nothing below was started)"
-        echo "1. environment: nvidia-smi, python/torch/cmake versions, git revision"
-        echo "2. autotune: ${AUTOTUNE:-$BUILD_DIR/autotune if usable, else built into $GPU_BUILD_DIR}"
-        n=0
-        for s in $CORRECT_SHAPES; do for l in $CORRECT_LAYOUTS; do for d in $CORRECT_DTYPES; do n=$((n + 1)); done; done; done
-        echo "3. correctness (until ${CORRECT_DEADLINE_S}s): ctest -L gpu; pytest python/tests/test_torch.py (autotune.torch on CUDA tensors); $n x autotune gemm --backend cuda --budget $CORRECT_BUDGET"
-        echo "4. cuBLAS: $PYTHON $HERE/torch_bench.py --dtypes '$DTYPES' --shapes '$SHAPES' ..."
+        echo "0. environment: nvidia-smi, python/torch/cmake versions, git revision; autotune:"
+        echo "   ${AUTOTUNE:-$BUILD_DIR/autotune if usable, else built into $GPU_BUILD_DIR}"
+        echo "1. preflight (${PREFLIGHT_S}s): clocks, autotune devices --json, the NVRTC it loads"
+        echo "2. smoke (${SMOKE_S}s): $SMOKE_TEMPLATES on $SMOKE_SHAPES, --budget 2 (gemm_wgmma failing: f16/bf16 by gemm_mma)"
+        echo "3. pytorch (${PYTORCH_S}s): pytest python/tests/test_torch.py (autotune.torch on CUDA tensors)"
+        echo "4. cuBLAS (${CUBLAS_S}s): $PYTHON $HERE/torch_bench.py --dtypes '$DTYPES' --shapes '$SHAPES' ..."
+        echo "5. GEMM tuning (until ${TUNE_DEADLINE_S}s, each stopped after ${TUNE_RUN_TIMEOUT_S}s):"
+        for d in $DTYPES; do for s in $SHAPES; do
+            echo "   ${AUTOTUNE:-autotune} gemm --backend cuda --dtype $d${GEMM_TEMPLATE:+ --template $GEMM_TEMPLATE} --m/n/k $s --budget $TUNE_BUDGET"
+        done; done
         sdpa_cmd
-        echo "5. PyTorch SDPA (flash; efficient for grouped-query when flash refuses): $(quote "${SDPA_CMD[@]}")"
-        echo "6. attention tuning (until ${ATTN_DEADLINE_S}s, each stopped after ${ATTN_RUN_TIMEOUT_S}s):"
+        echo "6. PyTorch SDPA (${SDPA_S}s; flash, efficient for grouped-query when flash refuses): $(quote "${SDPA_CMD[@]}")"
+        echo "7. attention tuning (until ${ATTN_DEADLINE_S}s, each stopped after ${ATTN_RUN_TIMEOUT_S}s):"
         for spec in $ATTN_SHAPES; do
             attn_spec "$spec"
             attn_cmd
             echo "   $(quote "${A_CMD[@]}")"
         done
-        echo "7. GEMM tuning (until ${TUNE_DEADLINE_S}s, each stopped after ${TUNE_RUN_TIMEOUT_S}s):"
-        for d in $DTYPES; do for s in $SHAPES; do
-            echo "   ${AUTOTUNE:-autotune} gemm --backend cuda --dtype $d --m/n/k $s --budget $TUNE_BUDGET"
-        done; done
-        echo "8. summary: summarize.py OUTDIR (GEMM ratios autotune/cuBLAS, attention ratios autotune/SDPA)"
+        n=0
+        for s in $CORRECT_SHAPES; do for l in $CORRECT_LAYOUTS; do for d in $CORRECT_DTYPES; do n=$((n + 1)); done; done; done
+        echo "8. correctness (until ${CORRECT_DEADLINE_S}s): ctest -L gpu; $n x autotune gemm --backend cuda --budget $CORRECT_BUDGET"
+        echo "9. summary: summarize.py OUTDIR (GEMM ratios autotune/cuBLAS, attention ratios autotune/SDPA)${PACK:+; pack into $PACK}"
         echo "torch_bench.py --dry-run:"
         sed 's/^/   /' "$OUTDIR/plan-sdpa.jsonl"
     } > "$PLAN"
@@ -438,10 +524,318 @@ if [ "$AT_CUDA" != 1 ] && [ -n "$AUTOTUNE" ] && ! skipped compile; then
     log "compile-only (attention): rc=$rc"
 fi
 
-# ---- 2. correctness ----------------------------------------------------------------------
+# ---- time model: every step's limit, and when the run ends at worst ----------------------
+time_model() {
+    local t=$SECONDS
+    # the worst case, cut at TIME_LIMIT_S as every step's timeout is
+    by() { if [ "$1" -le "$TIME_LIMIT_S" ]; then echo "$1"; else echo "$TIME_LIMIT_S (cut; ${1} uncut)"; fi; }
+    {
+        printf '%-12s %-50s %s\n' step limit "ends by (s since start, worst case)"
+        t=$((t + PREFLIGHT_S)); printf '%-12s %-50s %s\n' preflight "${PREFLIGHT_S}s" "$(by "$t")"
+        t=$((t + SMOKE_S)); printf '%-12s %-50s %s\n' smoke "${SMOKE_S}s ($SMOKE_TEMPLATES on $SMOKE_SHAPES)" "$(by "$t")"
+        t=$((t + PYTORCH_S)); printf '%-12s %-50s %s\n' pytorch "${PYTORCH_S}s (pytest test_torch.py)" "$(by "$t")"
+        t=$((t + CUBLAS_S)); printf '%-12s %-50s %s\n' cublas "${CUBLAS_S}s (torch.matmul, every shape)" "$(by "$t")"
+        [ "$t" -lt "$TUNE_DEADLINE_S" ] && t=$TUNE_DEADLINE_S
+        t=$((t + TUNE_RUN_TIMEOUT_S + 15))
+        printf '%-12s %-50s %s\n' tune "starts until ${TUNE_DEADLINE_S}s, each ${TUNE_RUN_TIMEOUT_S}s" "$(by "$t")"
+        t=$((t + SDPA_S)); printf '%-12s %-50s %s\n' sdpa "${SDPA_S}s" "$(by "$t")"
+        [ "$t" -lt "$ATTN_DEADLINE_S" ] && t=$ATTN_DEADLINE_S
+        t=$((t + ATTN_RUN_TIMEOUT_S + 15))
+        printf '%-12s %-50s %s\n' attention "starts until ${ATTN_DEADLINE_S}s, each ${ATTN_RUN_TIMEOUT_S}s" "$(by "$t")"
+        [ "$t" -lt "$CORRECT_DEADLINE_S" ] && t=$CORRECT_DEADLINE_S
+        t=$((t + CORRECT_TIMEOUT_S + 10))
+        printf '%-12s %-50s %s\n' correctness "starts until ${CORRECT_DEADLINE_S}s, each ${CORRECT_TIMEOUT_S}s" "$(by "$t")"
+        printf '%-12s %-50s %s\n' 'every step' "cut to end by TIME_LIMIT_S" "$TIME_LIMIT_S"
+        printf '%-12s %-50s %s\n' summary "summarize.py, db export, pack" "$((TIME_LIMIT_S + 15))"
+    } > "$OUTDIR/time-model.txt"
+    sed 's/^/    /' "$OUTDIR/time-model.txt" | tee -a "$OUTDIR/run.log" >&2
+}
+log "time model (each step's limit; a deadline cuts a step, what it finished is kept):"
+time_model
+if [ "$REHEARSE" = 1 ]; then
+    skip_note "rehearsal: stopped before the first device call (preflight)"
+    step_record mode "mode=rehearsal" "note=rehearsal: stopped before the first device call; $MODE_NOTE" \
+        "have_smi=$HAVE_SMI" "at_cuda=$AT_CUDA"
+    finish_run
+    log "rehearsal done in ${SECONDS}s"
+    exit 0
+fi
+# the seconds of a step's limit, cut to end before TIME_LIMIT_S (at least 1)
+cap() {
+    local want=$1 left=$((TIME_LIMIT_S - SECONDS))
+    [ "$left" -lt "$want" ] && want=$left
+    [ "$want" -lt 1 ] && want=1
+    echo "$want"
+}
+
+# ---- 1. preflight: clocks, the devices autotune sees, the NVRTC it loads ------------------
+if [ "$HAVE_SMI" = 1 ]; then
+    t0=$(now)
+    timeout "$(cap "$PREFLIGHT_S")" nvidia-smi \
+        --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,memory.used,memory.total \
+        --format=csv > "$OUTDIR/preflight.txt" 2>&1 || true
+    # which driver and NVRTC autotune loaded (devices: "CUDA: <path>; nvrtc X.Y: <path>")
+    "$PYTHON" - "$OUTDIR/devices.json" >> "$OUTDIR/preflight.txt" 2>&1 << 'EOF' || true
+import json, sys
+for b in json.load(open(sys.argv[1])).get("backends", []):
+    if b.get("name") == "cuda":
+        print("autotune cuda:", "available" if b.get("available") else "unavailable", "-", b.get("why", ""))
+EOF
+    t1=$(now)
+    step_record preflight status=ran "t0=$t0" "t1=$t1" "log=preflight.txt"
+    log "preflight: $(tr '\n' ' ' < "$OUTDIR/preflight.txt" | cut -c1-400)"
+fi
+
+# ---- 2. smoke test: each tensor-core template on two shapes, within SMOKE_S ---------------
+# bf16 on every shape, f16 on the first; a template that fails here is not used for the rest:
+# when gemm_wgmma fails and gemm_mma passes, f16/bf16 go through gemm_mma (GEMM_TEMPLATE).
+smoke_case() { # template dtype MxNxK timeout
+    local tp=$1 d=$2 s=$3 tmo=$4 m n k name rc=0 t0 t1
+    IFS=x read -r m n k <<< "$s"
+    name="smoke_${tp}_${d}_${s}"
+    mkdir -p "$WORK/smoke-db/$name"
+    local cmd=("$AUTOTUNE" gemm --backend cuda --template "$tp" --dtype "$d" --m "$m" --n "$n" --k "$k"
+        --budget 2 --db "$WORK/smoke-db/$name" --json)
+    t0=$(now)
+    timeout --signal=TERM --kill-after=5 "$tmo" "${cmd[@]}" > "$OUTDIR/smoke/$name.json" \
+        2> "$OUTDIR/smoke/$name.stderr.log" || rc=$?
+    t1=$(now)
+    step_record "$name" status=ran kind=smoke "template=$tp" "dtype=$d" "shape=$s" "rc=$rc" "t0=$t0" \
+        "t1=$t1" "timeout=$tmo" "cmd=$(quote "${cmd[@]}")" "stdout=smoke/$name.json" \
+        "stderr=smoke/$name.stderr.log"
+}
+smoke_ok() { # template: 0 if its cases ended with a checked, measured best (one cut by the
+    # smoke's deadline, rc 124/137, is no verdict: it fails the template only when none passed)
+    "$PYTHON" - "$OUTDIR" "$1" << 'EOF'
+import glob, json, os, sys
+out, tp = sys.argv[1], sys.argv[2]
+cases = glob.glob(os.path.join(out, "smoke", "smoke_%s_*.json" % tp))
+def good(p):
+    try:
+        j = json.load(open(p))
+    except Exception:
+        return False
+    b = j.get("best") or {}
+    return b.get("max_rel_error") is not None and (j.get("candidates") or {}).get("measured", 0) > 0
+def rc(p):
+    env = os.path.join(out, "steps", os.path.basename(p)[:-5] + ".env")
+    for line in open(env) if os.path.exists(env) else []:
+        if line.startswith("rc="):
+            return line[3:].strip()
+    return ""
+ok = [p for p in cases if good(p)]
+bad = [p for p in cases if not good(p) and rc(p) not in ("124", "137")]
+sys.exit(0 if ok and not bad else 1)
+EOF
+}
+if [ "$AT_CUDA" = 1 ] && ! skipped smoke; then
+    mkdir -p "$OUTDIR/smoke"
+    end=$((SECONDS + SMOKE_S))
+    log "smoke: $SMOKE_TEMPLATES on $SMOKE_SHAPES (bf16; f16 on the first), until ${end}s"
+    first=1
+    for s in $SMOKE_SHAPES; do
+        for tp in $SMOKE_TEMPLATES; do
+            dts="bf16"
+            [ "$first" = 1 ] && dts="bf16 f16"
+            for d in $dts; do
+                left=$((end - SECONDS))
+                if [ "$left" -lt 3 ]; then
+                    skip_note "smoke $tp $d $s (SMOKE_S=$SMOKE_S passed)"
+                    continue
+                fi
+                while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n || true; done
+                smoke_case "$tp" "$d" "$s" "$(cap "$left")" &
+            done
+        done
+        first=0
+    done
+    wait || true
+    verdict=""
+    for tp in $SMOKE_TEMPLATES; do
+        if smoke_ok "$tp"; then verdict+="$tp=ok "; else verdict+="$tp=FAILED "; fi
+    done
+    if [ -z "$GEMM_TEMPLATE" ] && [[ " $verdict " == *" gemm_wgmma=FAILED "* ]] &&
+        [[ " $verdict " == *" gemm_mma=ok "* ]]; then
+        GEMM_TEMPLATE=gemm_mma
+        log "smoke: gemm_wgmma failed its check; f16/bf16 use --template gemm_mma from here on"
+    fi
+    step_record smoke status=ran "verdict=${verdict% }" "gemm_template=${GEMM_TEMPLATE:-default}"
+    for f in "$OUTDIR"/smoke/*.json; do
+        [ -e "$f" ] || continue
+        printf '== %s rc=%s\n' "$(basename "$f" .json)" "$(sed -n 's/^rc=//p' "$STEPS/$(basename "$f" .json).env")"
+        head -c 600 "$f"
+        echo
+        tail -3 "${f%.json}.stderr.log"
+    done > "$OUTDIR/smoke.log" 2>&1
+    log "smoke: ${verdict% } (f16/bf16 template: ${GEMM_TEMPLATE:-default, the library chooses})"
+fi
+# --template for the f16/bf16 runs (TARGS), when one is forced
+targs() {
+    TARGS=()
+    case "$1" in f16 | bf16) [ -n "$GEMM_TEMPLATE" ] && TARGS=(--template "$GEMM_TEMPLATE") ;; esac
+    return 0
+}
+TUNE_DB="$OUTDIR/tune.db"
+rm -rf "$TUNE_DB"
+mkdir -p "$TUNE_DB"
+
+# ---- 3. pytorch: autotune.torch.matmul on CUDA tensors (python/tests/test_torch.py) -------
+# the package's Python files over the library built next to the binary, with the machine's
+# PyTorch: cheap, and the first sign that the library works inside PyTorch
+LIBAT="$(dirname "${AUTOTUNE:-.}")/libautotune.so.0"
+if [ "$AT_CUDA" = 1 ] && ! skipped pytorch && [ -f "$LIBAT" ]; then
+    rm -rf "$WORK/pypkg" && mkdir -p "$WORK/pypkg/autotune/lib"
+    cp "$ROOT"/python/autotune/*.py "$WORK/pypkg/autotune/"
+    cp "$LIBAT" "$WORK/pypkg/autotune/lib/"
+    cmd=("$PYTHON" -m pytest -q -p no:cacheprovider "$ROOT/python/tests/test_torch.py")
+    log "pytorch: $(quote "${cmd[@]}")"
+    t0=$(now); rc=0
+    PYTHONPATH="$WORK/pypkg" timeout --signal=TERM --kill-after=10 "$(cap "$PYTORCH_S")" "${cmd[@]}" \
+        > "$OUTDIR/pytorch.log" 2>&1 || rc=$?
+    t1=$(now)
+    step_record pytorch status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "log=pytorch.log"
+    log "pytorch: rc=$rc ($(tail -1 "$OUTDIR/pytorch.log"))"
+elif [ "$AT_CUDA" = 1 ] && ! skipped pytorch; then
+    step_record pytorch status=none "note=no $LIBAT"
+    skip_note "pytorch: no $LIBAT next to the binary"
+fi
+
+# ---- 4. cuBLAS through torch.matmul (before tuning: short, and never squeezed out) -------
+if [ "$HAVE_SMI" = 1 ] && ! skipped cublas; then
+    left=$((TIME_LIMIT_S - SECONDS - 20))
+    [ "$left" -gt "$CUBLAS_S" ] && left=$CUBLAS_S
+    [ "$left" -lt 20 ] && left=20
+    # shellcheck disable=SC2206  # TORCH_ARGS is split on purpose
+    cmd=("$PYTHON" "$HERE/torch_bench.py" --dtypes "$DTYPES" --shapes "$SHAPES" --deadline-s $((left - 15)) $TORCH_ARGS)
+    log "cublas: $(quote "${cmd[@]}") (timeout ${left}s)"
+    { printf '$ %s\n' "$(quote "${cmd[@]}")"; } > "$OUTDIR/cublas.log"
+    t0=$(now); rc=0
+    timeout --signal=TERM --kill-after=10 "$left" "${cmd[@]}" > "$OUTDIR/cublas.jsonl" 2>> "$OUTDIR/cublas.log" || rc=$?
+    t1=$(now)
+    cat "$OUTDIR/cublas.jsonl" >> "$OUTDIR/cublas.log"
+    printf '# rc=%s wall=%ss\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$OUTDIR/cublas.log"
+    step_record cublas status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" \
+        "stdout=cublas.jsonl" "log=cublas.log"
+    log "cublas: rc=$rc, wall $(elapsed "$t0" "$t1") s"
+else
+    step_record cublas status=skipped "note=$([ "$HAVE_SMI" = 1 ] && echo 'SKIP' || echo 'no GPU (nvidia-smi)')"
+    [ "$HAVE_SMI" = 1 ] || skip_note "cublas (torch.matmul): no GPU"
+fi
+
+# ---- 5. GEMM tuning: bf16 8192^3 and the LLM shapes, then f16, then f32 -----------------
+if [ "$AT_CUDA" = 1 ] && ! skipped tune; then
+    : > "$OUTDIR/tune.log"
+    # priority: bf16 8192^3, bf16 LLM shapes, then f16, then f32 (DTYPES/SHAPES order)
+    for d in $DTYPES; do
+        for s in $SHAPES; do
+            IFS=x read -r m n k <<< "$s"
+            name="tune_${d}_${s}"
+            left=$((TIME_LIMIT_S - 10 - SECONDS))
+            if [ "$SECONDS" -ge "$TUNE_DEADLINE_S" ] || [ "$left" -lt 15 ]; then
+                step_record "$name" status=skipped kind=tune "dtype=$d" "shape=$s" \
+                    "note=time budget: ${SECONDS}s passed (TUNE_DEADLINE_S=$TUNE_DEADLINE_S)"
+                skip_note "tune $d $s (time budget: ${SECONDS}s passed, TUNE_DEADLINE_S=$TUNE_DEADLINE_S)"
+                continue
+            fi
+            tmo=$TUNE_RUN_TIMEOUT_S
+            [ "$left" -lt "$tmo" ] && tmo=$left
+            targs "$d"
+            cmd=("$AUTOTUNE" gemm --backend cuda --dtype "$d" "${TARGS[@]}" --m "$m" --n "$n" --k "$k"
+                 --budget "$TUNE_BUDGET" --db "$TUNE_DB" --json)
+            log "tune $d $s (timeout ${tmo}s): $(quote "${cmd[@]}")"
+            t0=$(now); rc=0
+            timeout --signal=TERM --kill-after=15 "$tmo" "${cmd[@]}" \
+                > "$OUTDIR/tune/$name.json" 2> "$OUTDIR/tune/$name.stderr.log" || rc=$?
+            t1=$(now)
+            # every measurement of this problem (also what an interrupted run saved)
+            "$AUTOTUNE" db show "gemm/$d/nn/${m}x${n}x${k}|" --db "$TUNE_DB" \
+                > "$OUTDIR/tune/$name.db-show.log" 2>&1 || true
+            step_record "$name" status=ran kind=tune "dtype=$d" "shape=$s" "rc=$rc" "t0=$t0" "t1=$t1" \
+                "timeout=$tmo" "cmd=$(quote "${cmd[@]}")" "stdout=tune/$name.json" \
+                "stderr=tune/$name.stderr.log" "dbshow=tune/$name.db-show.log"
+            {
+                printf '$ %s\n' "$(quote "${cmd[@]}")"
+                cat "$OUTDIR/tune/$name.json" "$OUTDIR/tune/$name.stderr.log"
+                printf '# rc=%s wall=%ss timeout=%ss\n\n' "$rc" "$(elapsed "$t0" "$t1")" "$tmo"
+            } >> "$OUTDIR/tune.log"
+            log "tune $d $s: rc=$rc, wall $(elapsed "$t0" "$t1") s"
+        done
+    done
+elif [ "$AT_CUDA" != 1 ]; then
+    skip_note "tuning: $MODE_NOTE"
+fi
+
+# ---- 6. PyTorch SDPA (flash) on the attention shapes --------------------------------------
+if [ "$HAVE_SMI" = 1 ] && ! skipped sdpa; then
+    left=$((TIME_LIMIT_S - SECONDS - 20))
+    [ "$left" -gt "$SDPA_S" ] && left=$SDPA_S
+    [ "$left" -lt 20 ] && left=20
+    sdpa_cmd --deadline-s $((left - 15))
+    log "sdpa: $(quote "${SDPA_CMD[@]}") (timeout ${left}s)"
+    { printf '$ %s\n' "$(quote "${SDPA_CMD[@]}")"; } > "$OUTDIR/sdpa.log"
+    t0=$(now); rc=0
+    timeout --signal=TERM --kill-after=10 "$left" "${SDPA_CMD[@]}" > "$OUTDIR/sdpa.jsonl" 2>> "$OUTDIR/sdpa.log" || rc=$?
+    t1=$(now)
+    cat "$OUTDIR/sdpa.jsonl" >> "$OUTDIR/sdpa.log"
+    printf '# rc=%s wall=%ss\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$OUTDIR/sdpa.log"
+    step_record sdpa status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${SDPA_CMD[@]}")" \
+        "stdout=sdpa.jsonl" "log=sdpa.log"
+    log "sdpa: rc=$rc, wall $(elapsed "$t0" "$t1") s"
+else
+    step_record sdpa status=skipped "note=$([ "$HAVE_SMI" = 1 ] && echo 'SKIP' || echo 'no GPU (nvidia-smi)')"
+    [ "$HAVE_SMI" = 1 ] || skip_note "sdpa (PyTorch attention): no GPU"
+fi
+
+# ---- 7. attention tuning (after the GEMM tuning, which is worth more) -------------------
+if [ "$AT_CUDA" = 1 ] && ! skipped attention; then
+    : > "$OUTDIR/attention.log"
+    for spec in $ATTN_SHAPES; do
+        attn_spec "$spec"
+        name="attn_${ATTN_DTYPE}_${A_TAG}"
+        left=$((TIME_LIMIT_S - 10 - SECONDS))
+        if [ "$SECONDS" -ge "$ATTN_DEADLINE_S" ] || [ "$left" -lt 15 ]; then
+            step_record "$name" status=skipped kind=attention "dtype=$ATTN_DTYPE" "spec=$spec" \
+                "note=time budget: ${SECONDS}s passed (ATTN_DEADLINE_S=$ATTN_DEADLINE_S)"
+            skip_note "attention $ATTN_DTYPE $spec (time budget: ${SECONDS}s passed, ATTN_DEADLINE_S=$ATTN_DEADLINE_S)"
+            continue
+        fi
+        tmo=$ATTN_RUN_TIMEOUT_S
+        [ "$left" -lt "$tmo" ] && tmo=$left
+        attn_cmd
+        log "attention $ATTN_DTYPE $spec (timeout ${tmo}s): $(quote "${A_CMD[@]}")"
+        t0=$(now); rc=0
+        timeout --signal=TERM --kill-after=15 "$tmo" "${A_CMD[@]}" \
+            > "$OUTDIR/tune/$name.json" 2> "$OUTDIR/tune/$name.stderr.log" || rc=$?
+        t1=$(now)
+        "$AUTOTUNE" db show "$A_KEY|" --db "$TUNE_DB" > "$OUTDIR/tune/$name.db-show.log" 2>&1 || true
+        step_record "$name" status=ran kind=attention "dtype=$ATTN_DTYPE" "spec=$spec" "rc=$rc" \
+            "t0=$t0" "t1=$t1" "timeout=$tmo" "cmd=$(quote "${A_CMD[@]}")" \
+            "stdout=tune/$name.json" "stderr=tune/$name.stderr.log" "dbshow=tune/$name.db-show.log"
+        {
+            printf '$ %s\n' "$(quote "${A_CMD[@]}")"
+            cat "$OUTDIR/tune/$name.json" "$OUTDIR/tune/$name.stderr.log"
+            printf '# rc=%s wall=%ss timeout=%ss\n\n' "$rc" "$(elapsed "$t0" "$t1")" "$tmo"
+        } >> "$OUTDIR/attention.log"
+        log "attention $ATTN_DTYPE $spec: rc=$rc, wall $(elapsed "$t0" "$t1") s"
+    done
+elif [ "$AT_CUDA" != 1 ]; then
+    skip_note "attention tuning: $MODE_NOTE"
+fi
+
+# ---- 8. correctness: ctest -L gpu and the whole matrix (the smoke test checked first) ---
 # (a) ctest -L gpu
 if [ "$AT_CUDA" = 1 ] && ! skipped ctest; then
-    if [ -z "$CTEST_DIR" ]; then
+    GPU_TEST="$(dirname "$AUTOTUNE")/tests/test_splitk"
+    if [ -z "$CTEST_DIR" ] && [ -x "$GPU_TEST" ]; then
+        # a build carried from another source path: its one gpu-labelled test, run directly
+        cmd=("$GPU_TEST")
+        log "ctest: $CTEST_WHY; running the gpu test directly: $GPU_TEST"
+        t0=$(now); rc=0
+        timeout --signal=TERM --kill-after=10 "$(cap 60)" "${cmd[@]}" > "$OUTDIR/ctest.log" 2>&1 || rc=$?
+        t1=$(now)
+        step_record ctest status=ran "rc=$rc" "tests=1" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "log=ctest.log"
+        log "ctest (direct): rc=$rc"
+    elif [ -z "$CTEST_DIR" ]; then
         step_record ctest status=none "note=$CTEST_WHY"
         skip_note "ctest -L gpu: $CTEST_WHY"
     else
@@ -451,11 +845,11 @@ if [ "$AT_CUDA" = 1 ] && ! skipped ctest; then
             log "ctest: no tests labelled gpu in $CTEST_DIR (recorded)"
             { echo "no ctest tests labelled gpu in $CTEST_DIR"; (cd "$CTEST_DIR" && ctest -N 2>&1) || true; } > "$OUTDIR/ctest.log"
         else
-            cmd=(ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure --timeout 120)
+            cmd=(ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure --timeout 50)
             log "ctest: $(quote "${cmd[@]}") ($n tests)"
             : > "$OUTDIR/ctest.log"
             t0=$(now); rc=0
-            timeout --signal=TERM --kill-after=10 180 "${cmd[@]}" >> "$OUTDIR/ctest.log" 2>&1 || rc=$?
+            timeout --signal=TERM --kill-after=10 "$(cap 60)" "${cmd[@]}" >> "$OUTDIR/ctest.log" 2>&1 || rc=$?
             t1=$(now)
             step_record ctest status=ran "rc=$rc" "tests=$n" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "log=ctest.log"
             log "ctest: rc=$rc"
@@ -463,26 +857,6 @@ if [ "$AT_CUDA" = 1 ] && ! skipped ctest; then
     fi
 elif [ "$AT_CUDA" != 1 ]; then
     step_record ctest status=skipped "note=$MODE_NOTE"
-fi
-
-# (a2) autotune.torch.matmul on CUDA tensors (python/tests/test_torch.py): the package's Python
-# files over the library built next to the binary, with the machine's PyTorch
-LIBAT="$(dirname "${AUTOTUNE:-.}")/libautotune.so.0"
-if [ "$AT_CUDA" = 1 ] && ! skipped pytorch && [ -f "$LIBAT" ]; then
-    rm -rf "$WORK/pypkg" && mkdir -p "$WORK/pypkg/autotune/lib"
-    cp "$ROOT"/python/autotune/*.py "$WORK/pypkg/autotune/"
-    cp "$LIBAT" "$WORK/pypkg/autotune/lib/"
-    cmd=("$PYTHON" -m pytest -q -p no:cacheprovider "$ROOT/python/tests/test_torch.py")
-    log "pytorch: $(quote "${cmd[@]}")"
-    t0=$(now); rc=0
-    PYTHONPATH="$WORK/pypkg" timeout --signal=TERM --kill-after=10 150 "${cmd[@]}" \
-        > "$OUTDIR/pytorch.log" 2>&1 || rc=$?
-    t1=$(now)
-    step_record pytorch status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "log=pytorch.log"
-    log "pytorch: rc=$rc ($(tail -1 "$OUTDIR/pytorch.log"))"
-elif [ "$AT_CUDA" = 1 ] && ! skipped pytorch; then
-    step_record pytorch status=none "note=no $LIBAT"
-    skip_note "pytorch: no $LIBAT next to the binary"
 fi
 
 # (b) autotune gemm --backend cuda on awkward shapes, every dtype and layout
@@ -493,8 +867,10 @@ correct_case() {   # dtype layout MxNxK
     name="correct_${d}_${l}_${s}"
     budget_left=$((TIME_LIMIT_S - SECONDS))
     [ "$budget_left" -lt "$CORRECT_TIMEOUT_S" ] || budget_left=$CORRECT_TIMEOUT_S
-    local cmd=("$AUTOTUNE" gemm --backend cuda --dtype "$d" --layout "$l" --m "$m" --n "$n" --k "$k"
-               --budget "$CORRECT_BUDGET" --db "$CORRECT_DB/$name" --json)
+    local TARGS
+    targs "$d"
+    local cmd=("$AUTOTUNE" gemm --backend cuda --dtype "$d" "${TARGS[@]}" --layout "$l" --m "$m" --n "$n"
+               --k "$k" --budget "$CORRECT_BUDGET" --db "$CORRECT_DB/$name" --json)
     mkdir -p "$CORRECT_DB/$name"
     t0=$(now)
     timeout --signal=TERM --kill-after=10 "$budget_left" "${cmd[@]}" \
@@ -544,130 +920,6 @@ elif [ "$AT_CUDA" != 1 ]; then
     skip_note "correctness: $MODE_NOTE"
 fi
 
-# ---- 4. cuBLAS through torch.matmul (before tuning: short, and never squeezed out) -------
-if [ "$HAVE_SMI" = 1 ] && ! skipped cublas; then
-    left=$((TIME_LIMIT_S - SECONDS - 20))
-    [ "$left" -gt 180 ] && left=180
-    [ "$left" -lt 30 ] && left=30
-    # shellcheck disable=SC2206  # TORCH_ARGS is split on purpose
-    cmd=("$PYTHON" "$HERE/torch_bench.py" --dtypes "$DTYPES" --shapes "$SHAPES" --deadline-s $((left - 15)) $TORCH_ARGS)
-    log "cublas: $(quote "${cmd[@]}") (timeout ${left}s)"
-    { printf '$ %s\n' "$(quote "${cmd[@]}")"; } > "$OUTDIR/cublas.log"
-    t0=$(now); rc=0
-    timeout --signal=TERM --kill-after=10 "$left" "${cmd[@]}" > "$OUTDIR/cublas.jsonl" 2>> "$OUTDIR/cublas.log" || rc=$?
-    t1=$(now)
-    cat "$OUTDIR/cublas.jsonl" >> "$OUTDIR/cublas.log"
-    printf '# rc=%s wall=%ss\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$OUTDIR/cublas.log"
-    step_record cublas status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" \
-        "stdout=cublas.jsonl" "log=cublas.log"
-    log "cublas: rc=$rc, wall $(elapsed "$t0" "$t1") s"
-else
-    step_record cublas status=skipped "note=$([ "$HAVE_SMI" = 1 ] && echo 'SKIP' || echo 'no GPU (nvidia-smi)')"
-    [ "$HAVE_SMI" = 1 ] || skip_note "cublas (torch.matmul): no GPU"
-fi
-
-# ---- 4b. PyTorch SDPA (flash) on the attention shapes -------------------------------------
-if [ "$HAVE_SMI" = 1 ] && ! skipped sdpa; then
-    left=$((TIME_LIMIT_S - SECONDS - 20))
-    [ "$left" -gt 120 ] && left=120
-    [ "$left" -lt 30 ] && left=30
-    sdpa_cmd --deadline-s $((left - 15))
-    log "sdpa: $(quote "${SDPA_CMD[@]}") (timeout ${left}s)"
-    { printf '$ %s\n' "$(quote "${SDPA_CMD[@]}")"; } > "$OUTDIR/sdpa.log"
-    t0=$(now); rc=0
-    timeout --signal=TERM --kill-after=10 "$left" "${SDPA_CMD[@]}" > "$OUTDIR/sdpa.jsonl" 2>> "$OUTDIR/sdpa.log" || rc=$?
-    t1=$(now)
-    cat "$OUTDIR/sdpa.jsonl" >> "$OUTDIR/sdpa.log"
-    printf '# rc=%s wall=%ss\n' "$rc" "$(elapsed "$t0" "$t1")" >> "$OUTDIR/sdpa.log"
-    step_record sdpa status=ran "rc=$rc" "t0=$t0" "t1=$t1" "cmd=$(quote "${SDPA_CMD[@]}")" \
-        "stdout=sdpa.jsonl" "log=sdpa.log"
-    log "sdpa: rc=$rc, wall $(elapsed "$t0" "$t1") s"
-else
-    step_record sdpa status=skipped "note=$([ "$HAVE_SMI" = 1 ] && echo 'SKIP' || echo 'no GPU (nvidia-smi)')"
-    [ "$HAVE_SMI" = 1 ] || skip_note "sdpa (PyTorch attention): no GPU"
-fi
-
-# ---- 3a. attention tuning (before the GEMM tuning: the GEMM has had its runs) ------------
-TUNE_DB="$OUTDIR/tune.db"
-rm -rf "$TUNE_DB"
-mkdir -p "$TUNE_DB"
-if [ "$AT_CUDA" = 1 ] && ! skipped attention; then
-    : > "$OUTDIR/attention.log"
-    for spec in $ATTN_SHAPES; do
-        attn_spec "$spec"
-        name="attn_${ATTN_DTYPE}_${A_TAG}"
-        left=$((TIME_LIMIT_S - 10 - SECONDS))
-        if [ "$SECONDS" -ge "$ATTN_DEADLINE_S" ] || [ "$left" -lt 15 ]; then
-            step_record "$name" status=skipped kind=attention "dtype=$ATTN_DTYPE" "spec=$spec" \
-                "note=time budget: ${SECONDS}s passed (ATTN_DEADLINE_S=$ATTN_DEADLINE_S)"
-            skip_note "attention $ATTN_DTYPE $spec (time budget: ${SECONDS}s passed, ATTN_DEADLINE_S=$ATTN_DEADLINE_S)"
-            continue
-        fi
-        tmo=$ATTN_RUN_TIMEOUT_S
-        [ "$left" -lt "$tmo" ] && tmo=$left
-        attn_cmd
-        log "attention $ATTN_DTYPE $spec (timeout ${tmo}s): $(quote "${A_CMD[@]}")"
-        t0=$(now); rc=0
-        timeout --signal=TERM --kill-after=15 "$tmo" "${A_CMD[@]}" \
-            > "$OUTDIR/tune/$name.json" 2> "$OUTDIR/tune/$name.stderr.log" || rc=$?
-        t1=$(now)
-        "$AUTOTUNE" db show "$A_KEY|" --db "$TUNE_DB" > "$OUTDIR/tune/$name.db-show.log" 2>&1 || true
-        step_record "$name" status=ran kind=attention "dtype=$ATTN_DTYPE" "spec=$spec" "rc=$rc" \
-            "t0=$t0" "t1=$t1" "timeout=$tmo" "cmd=$(quote "${A_CMD[@]}")" \
-            "stdout=tune/$name.json" "stderr=tune/$name.stderr.log" "dbshow=tune/$name.db-show.log"
-        {
-            printf '$ %s\n' "$(quote "${A_CMD[@]}")"
-            cat "$OUTDIR/tune/$name.json" "$OUTDIR/tune/$name.stderr.log"
-            printf '# rc=%s wall=%ss timeout=%ss\n\n' "$rc" "$(elapsed "$t0" "$t1")" "$tmo"
-        } >> "$OUTDIR/attention.log"
-        log "attention $ATTN_DTYPE $spec: rc=$rc, wall $(elapsed "$t0" "$t1") s"
-    done
-elif [ "$AT_CUDA" != 1 ]; then
-    skip_note "attention tuning: $MODE_NOTE"
-fi
-
-# ---- 3. tuning ---------------------------------------------------------------------------
-if [ "$AT_CUDA" = 1 ] && ! skipped tune; then
-    : > "$OUTDIR/tune.log"
-    # priority: bf16 8192^3, bf16 LLM shapes, then f16, then f32 (DTYPES/SHAPES order)
-    for d in $DTYPES; do
-        for s in $SHAPES; do
-            IFS=x read -r m n k <<< "$s"
-            name="tune_${d}_${s}"
-            left=$((TIME_LIMIT_S - 10 - SECONDS))
-            if [ "$SECONDS" -ge "$TUNE_DEADLINE_S" ] || [ "$left" -lt 15 ]; then
-                step_record "$name" status=skipped kind=tune "dtype=$d" "shape=$s" \
-                    "note=time budget: ${SECONDS}s passed (TUNE_DEADLINE_S=$TUNE_DEADLINE_S)"
-                skip_note "tune $d $s (time budget: ${SECONDS}s passed, TUNE_DEADLINE_S=$TUNE_DEADLINE_S)"
-                continue
-            fi
-            tmo=$TUNE_RUN_TIMEOUT_S
-            [ "$left" -lt "$tmo" ] && tmo=$left
-            cmd=("$AUTOTUNE" gemm --backend cuda --dtype "$d" --m "$m" --n "$n" --k "$k"
-                 --budget "$TUNE_BUDGET" --db "$TUNE_DB" --json)
-            log "tune $d $s (timeout ${tmo}s): $(quote "${cmd[@]}")"
-            t0=$(now); rc=0
-            timeout --signal=TERM --kill-after=15 "$tmo" "${cmd[@]}" \
-                > "$OUTDIR/tune/$name.json" 2> "$OUTDIR/tune/$name.stderr.log" || rc=$?
-            t1=$(now)
-            # every measurement of this problem (also what an interrupted run saved)
-            "$AUTOTUNE" db show "gemm/$d/nn/${m}x${n}x${k}|" --db "$TUNE_DB" \
-                > "$OUTDIR/tune/$name.db-show.log" 2>&1 || true
-            step_record "$name" status=ran kind=tune "dtype=$d" "shape=$s" "rc=$rc" "t0=$t0" "t1=$t1" \
-                "timeout=$tmo" "cmd=$(quote "${cmd[@]}")" "stdout=tune/$name.json" \
-                "stderr=tune/$name.stderr.log" "dbshow=tune/$name.db-show.log"
-            {
-                printf '$ %s\n' "$(quote "${cmd[@]}")"
-                cat "$OUTDIR/tune/$name.json" "$OUTDIR/tune/$name.stderr.log"
-                printf '# rc=%s wall=%ss timeout=%ss\n\n' "$rc" "$(elapsed "$t0" "$t1")" "$tmo"
-            } >> "$OUTDIR/tune.log"
-            log "tune $d $s: rc=$rc, wall $(elapsed "$t0" "$t1") s"
-        done
-    done
-elif [ "$AT_CUDA" != 1 ]; then
-    skip_note "tuning: $MODE_NOTE"
-fi
-
 # ---- --record-space: exhaustive CUDA spaces as Kernel Tuner cache files -------------------
 if [ "$RECORD" = 1 ] && [ "$AT_CUDA" = 1 ]; then
     RECORD_DB="$OUTDIR/record.db"
@@ -704,13 +956,8 @@ if [ -d "$TUNE_DB" ]; then
         log "db export of $TUNE_DB failed (see $OUTDIR/export.log)"
 fi
 
-# ---- 5. summary --------------------------------------------------------------------------
-log "writing summary (total ${SECONDS}s so far)"
-echo "$SECONDS" > "$OUTDIR/total-seconds.txt"
-if ! "$PYTHON" "$HERE/summarize.py" "$OUTDIR" > "$OUTDIR/summarize.log" 2>&1; then
-    log "ERROR: summarize.py failed, see $OUTDIR/summarize.log"
-    cat "$OUTDIR/summarize.log" >&2
-fi
+# ---- 9. summary and archive ---------------------------------------------------------------
+finish_run
 [ -f "$OUTDIR/summary.txt" ] && cat "$OUTDIR/summary.txt"
 log "done in ${SECONDS}s"
 exit 0

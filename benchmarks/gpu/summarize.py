@@ -339,6 +339,25 @@ def attention(outdir):
     return info, rows
 
 
+def smoke_results(outdir):
+    """The smoke test: each template/dtype/shape case, ok when a checked best was measured."""
+    env = read_env(os.path.join(outdir, "steps", "smoke.env"))
+    cases = []
+    for path in sorted(glob.glob(os.path.join(outdir, "steps", "smoke_*.env"))):
+        e = read_env(path)
+        j = last_json_object(read(os.path.join(outdir, e.get("stdout", ""))))
+        best = (j or {}).get("best") or {}
+        measured = ((j or {}).get("candidates") or {}).get("measured", 0)
+        ok = e.get("rc") == "0" and best.get("max_rel_error") is not None and measured > 0
+        c = {"template": e.get("template"), "dtype": e.get("dtype"), "shape": e.get("shape"),
+             "rc": e.get("rc"), "status": "ok" if ok else ("timeout" if e.get("rc") == "124" else "error"),
+             "best": best, "wall_s": wall(e), "cmd": e.get("cmd")}
+        if not ok:
+            c["error"] = last_line(os.path.join(outdir, e.get("stderr", "")))
+        cases.append(c)
+    return {"verdict": env.get("verdict"), "gemm_template": env.get("gemm_template"), "cases": cases}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -359,6 +378,8 @@ def main():
         if compile_only["status"] == "error":
             compile_only["error"] = last_line(os.path.join(outdir, "compile.log"))
     ratios = {k: r["ratio_autotune_to_cublas"] for k, r in rows.items()}
+    smoke = smoke_results(outdir)
+    preflight = read(os.path.join(outdir, "preflight.txt")).strip()
     skipped = [l for l in read(os.path.join(outdir, "skipped.txt")).splitlines() if l.strip()]
     mode_name = mode.get("mode", "unknown")
     summary = {
@@ -383,6 +404,9 @@ def main():
         "cublas": cublas_info,
         "correctness": corr,
         "compile_only": compile_only,
+        "smoke": smoke,
+        "preflight": preflight.splitlines(),
+        "time_model": read(os.path.join(outdir, "time-model.txt")).strip().splitlines(),
         "skipped": skipped,
         "settings": read(os.path.join(outdir, "settings.txt")).strip().splitlines(),
     }
@@ -394,6 +418,17 @@ def main():
     L.append("mode:    %s: %s" % (mode_name, mode.get("note", "")))
     if mode_name == "no-gpu":
         L.append("         no GPU: device steps skipped")
+    if mode_name == "rehearsal":
+        L.append("         rehearsal: stopped before the first device call")
+    for line in preflight.splitlines():
+        L.append("preflight: %s" % line)
+    if smoke.get("cases"):
+        L.append("smoke:   %s (f16/bf16 template from then on: %s)" % (
+            smoke.get("verdict", "-"), smoke.get("gemm_template", "default")))
+        for c in smoke["cases"]:
+            if c["status"] != "ok":
+                L.append("         %-10s %-4s %-16s %s %s" % (c["template"], c["dtype"], c["shape"],
+                                                             c["status"], c.get("error", "")))
     L.append("autotune: %s (%s)" % (build.get("binary", "none"), build.get("from", build.get("status", "-"))))
     ce = cublas_info.get("env") or {}
     if ce:

@@ -100,8 +100,9 @@ static void data_free(at_op_data *d)
 static at_status layout(const void *v, at_op_buffer *out)
 {
     const rowsum_problem *p = v;
-    out[0] = (at_op_buffer){AT_DTYPE_F32, (size_t)(p->rows * ld_of(p)), NULL, 0};
-    out[1] = (at_op_buffer){AT_DTYPE_F32, (size_t)p->rows, NULL, 1};
+    out[0] =
+        (at_op_buffer){.dtype = AT_DTYPE_F32, .count = (size_t)(p->rows * ld_of(p)), .output = 0};
+    out[1] = (at_op_buffer){.dtype = AT_DTYPE_F32, .count = (size_t)p->rows, .output = 1};
     return AT_OK;
 }
 

@@ -12,11 +12,14 @@
 
 #include "tuner/backends/gpu.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- a fake runtime ----------------------------------------------------------------------- */
 
@@ -794,7 +797,7 @@ static void test_library_loading(void **state)
     static const char *const names[] = {"libm.so.6", NULL};
     static const at_dl_sym syms[] = {{"cos", &g_cos}, {"sin", &g_sin}};
     static const at_dl_sym missing[] = {{"cos", &g_cos}, {"at_no_such_symbol", &g_sin}};
-    at_gpu_lib ok = AT_GPU_LIB("LIBM", "AT_TEST_GPU_LIBRARY", names, syms, lib_start);
+    at_gpu_lib ok = AT_GPU_LIB("LIBM", "AT_TEST_GPU_LIBRARY", names, NULL, syms, lib_start);
     unsetenv("AT_TEST_GPU_LIBRARY");
     g_start_result = 0;
     assert_int_equal(at_gpu_lib_load(&ok), AT_OK);
@@ -802,28 +805,106 @@ static void test_library_loading(void **state)
     g_start_result = -1; /* loaded once: not started again */
     assert_int_equal(at_gpu_lib_load(&ok), AT_OK);
 
-    at_gpu_lib lacks = AT_GPU_LIB("LIBM", "AT_TEST_GPU_LIBRARY", names, missing, NULL);
+    at_gpu_lib lacks = AT_GPU_LIB("LIBM", "AT_TEST_GPU_LIBRARY", names, NULL, missing, NULL);
     assert_int_equal(at_gpu_lib_load(&lacks), AT_ERR_NO_BACKEND);
     assert_non_null(strstr(at_errmsg(), "LIBM unavailable: libm.so.6 lacks at_no_such_symbol"));
     assert_null(g_cos); /* every slot cleared */
 
-    at_gpu_lib refused = AT_GPU_LIB("LIBM", "AT_TEST_GPU_LIBRARY", names, syms, lib_start);
+    at_gpu_lib refused = AT_GPU_LIB("LIBM", "AT_TEST_GPU_LIBRARY", names, NULL, syms, lib_start);
     assert_int_equal(at_gpu_lib_load(&refused), AT_ERR_NO_BACKEND);
     assert_string_equal(refused.why, "start refused libm.so.6");
 
     /* A path in the variable is the only one tried. The probe: a runtime, then its compiler;
      * why is the reason of the first that is not there. */
     setenv("AT_TEST_GPU_LIBRARY", "/nonexistent/libm.so", 1);
-    at_gpu_api rt = {.lib = AT_GPU_LIB("RT", "AT_TEST_GPU_LIBRARY", names, syms, NULL)};
+    at_gpu_api rt = {.lib = AT_GPU_LIB("RT", "AT_TEST_GPU_LIBRARY", names, NULL, syms, NULL)};
     char why[256] = "x";
     assert_int_equal(at_gpu_probe(&rt, &g_rtc, why, sizeof why), AT_ERR_NO_BACKEND);
     assert_non_null(strstr(why, "cannot load /nonexistent/libm.so"));
     assert_non_null(strstr(at_errmsg(), "RT unavailable: cannot load /nonexistent/libm.so"));
     assert_int_equal(at_gpu_probe(&rt, &g_rtc, why, sizeof why), AT_ERR_NO_BACKEND); /* once */
     unsetenv("AT_TEST_GPU_LIBRARY");
-    at_gpu_api rt2 = {.lib = AT_GPU_LIB("RT", "AT_TEST_GPU_LIBRARY", names, syms, NULL)};
+    at_gpu_api rt2 = {.lib = AT_GPU_LIB("RT", "AT_TEST_GPU_LIBRARY", names, NULL, syms, NULL)};
     assert_int_equal(at_gpu_probe(&rt2, &g_rtc, why, sizeof why), AT_OK); /* g_rtc is loaded */
-    assert_string_equal(why, "");
+    assert_non_null(strstr(why, "RT: /")); /* what it loaded, by full path */
+    assert_non_null(strstr(why, "libm.so.6"));
+}
+
+/* A library not on the loader's path: found in a place, a folder pattern or a Python
+ * environment's (the folder above a python3 on PATH); else the message says where it looked. */
+static void test_library_search(void **state)
+{
+    (void)state;
+    char real[PATH_MAX], dir[] = "/tmp/at-gpu-search-XXXXXX", path[PATH_MAX + 128];
+    Dl_info info;
+    void *libm = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(libm);
+    assert_true(dladdr(dlsym(libm, "cos"), &info) && realpath(info.dli_fname, real));
+    assert_non_null(mkdtemp(dir));
+    /* <dir>/venv/bin/python3 and <dir>/venv/lib/python3.12/site-packages/nvidia/cu13/lib */
+    const char *const mk[] = {"/venv",
+                              "/venv/bin",
+                              "/venv/lib",
+                              "/venv/lib/python3.12",
+                              "/venv/lib/python3.12/site-packages",
+                              "/venv/lib/python3.12/site-packages/nvidia",
+                              "/venv/lib/python3.12/site-packages/nvidia/cu13",
+                              "/venv/lib/python3.12/site-packages/nvidia/cu13/lib",
+                              "/cuda-13.1",
+                              "/cuda-13.1/lib64"};
+    for (size_t i = 0; i < sizeof mk / sizeof mk[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", dir, mk[i]);
+        assert_int_equal(mkdir(path, 0700), 0);
+    }
+    snprintf(path, sizeof path, "%s/venv/bin/python3", dir);
+    assert_int_equal(symlink("/bin/sh", path), 0);
+    snprintf(path, sizeof path, "%s/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libatm.so.9",
+             dir);
+    assert_int_equal(symlink(real, path), 0);
+    snprintf(path, sizeof path, "%s/cuda-13.1/lib64/libatm.so.9", dir);
+    assert_int_equal(symlink(real, path), 0);
+
+    static const char *const names[] = {"libatm.so.9", NULL}; /* no such soname: not by bare name */
+    static const at_dl_sym syms[] = {{"cos", &g_cos}, {"sin", &g_sin}};
+    char folders[PATH_MAX], old_path[4096];
+    snprintf(folders, sizeof folders, "%s/cuda-1[0-9]*/lib64", dir);
+    const char *const places[] = {"$AT_TEST_NO_SUCH_VAR/lib", folders,
+                                  "@python/lib/python3*/*-packages/nvidia/cu13/lib", NULL};
+    snprintf(old_path, sizeof old_path, "%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    snprintf(path, sizeof path, "/nonexistent/bin:%s/venv/bin:/usr/bin", dir);
+    setenv("PATH", path, 1);
+    unsetenv("AT_TEST_GPU_LIBRARY");
+
+    /* the Python environment's wheel folder only */
+    setenv("AUTOTUNE_LIBRARY_SEARCH", "python", 1);
+    at_gpu_lib py = AT_GPU_LIB("ATM", "AT_TEST_GPU_LIBRARY", names, places, syms, NULL);
+    assert_int_equal(at_gpu_lib_load(&py), AT_OK);
+    assert_non_null(strstr(py.path, "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/"));
+    assert_true(g_cos(0.0) == 1.0);
+
+    /* every place: the folder pattern comes first */
+    unsetenv("AUTOTUNE_LIBRARY_SEARCH");
+    at_gpu_lib all = AT_GPU_LIB("ATM", "AT_TEST_GPU_LIBRARY", names, places, syms, NULL);
+    assert_int_equal(at_gpu_lib_load(&all), AT_OK);
+    assert_non_null(strstr(all.path, "/cuda-13.1/lib64/libatm.so.9"));
+
+    /* nowhere: the loader, then each place, named in the message */
+    snprintf(path, sizeof path, "%s/nothing/bin:/usr/bin", dir);
+    setenv("PATH", path, 1);
+    setenv("AUTOTUNE_LIBRARY_SEARCH", "loader,python", 1);
+    at_gpu_lib none = AT_GPU_LIB("ATM", "AT_TEST_GPU_LIBRARY", names, places, syms, NULL);
+    assert_int_equal(at_gpu_lib_load(&none), AT_ERR_NO_BACKEND);
+    assert_non_null(strstr(at_errmsg(), "ATM unavailable: cannot load libatm.so.9"));
+    assert_non_null(strstr(at_errmsg(), "looked in: the loader's path and cache (ldconfig); /usr/"
+                                        "lib/python3*/*-packages/nvidia/cu13/lib"));
+
+    setenv("PATH", old_path, 1);
+    unsetenv("AUTOTUNE_LIBRARY_SEARCH");
+    g_cos = NULL;
+    g_sin = NULL;
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    assert_int_equal(system(path), 0);
+    dlclose(libm);
 }
 
 static void test_runtime_start(void **state)
@@ -906,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_compile),
         cmocka_unit_test(test_compile_defines_in_source),
         cmocka_unit_test(test_library_loading),
+        cmocka_unit_test(test_library_search),
         cmocka_unit_test(test_runtime_start),
         cmocka_unit_test(test_limits),
     };

@@ -164,6 +164,52 @@ static void test_own_queue(void **state)
     clReleaseContext(c);
 }
 
+/* Candidates that crash and hang (tests/faulty's gemm_faulty) tuned on the caller's queue: they
+ * run in a worker process with a context of its own, so the fault and the watchdog's kill are
+ * recorded outcomes (crashed, timeout), the run goes on to the correct candidate, and the
+ * caller's context and queue are untouched and usable. */
+static void test_faults_leave_callers_context(void **state)
+{
+    cl_int err;
+    cl_context c = clCreateContext(NULL, 1, &g_dev, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(c, g_dev, 0, &err);
+    assert_true(c && q);
+    float host[64];
+    for (int i = 0; i < 64; i++) host[i] = (float)i;
+    cl_mem buf =
+        clCreateBuffer(c, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof host, host, &err);
+    assert_non_null(buf);
+    cl_uint c_refs = refs_of_context(c);
+    setenv("AUTOTUNE_TEMPLATE_PATH",
+           AT_SOURCE_DIR "/tests/faulty/templates:" AT_SOURCE_DIR "/templates", 1);
+    at_context_options o = native_options(state, c, q);
+    at_context *ctx = NULL;
+    if (at_context_create(&o, &ctx) != AT_OK) fail_msg("context: %s", at_context_last_error(ctx));
+    /* FAULT 0 correct, 3 hangs, 4 writes far out of bounds (SIGSEGV in the worker) */
+    at_gemm_problem p = {.m = 33, .n = 17, .k = 9, .alpha = 1};
+    at_tune_options t = {.strategy = "exhaustive",
+                         .template_name = "gemm_faulty",
+                         .run_limit_s = 1,
+                         .slowdown_limit = 1e9}; /* no relative stop: FAULT=8 is slow but ok */
+    at_tune_report r;
+    if (at_gemm_tune(ctx, &p, &t, &r, NULL) != AT_OK)
+        fail_msg("tune: %s", at_context_last_error(ctx));
+    assert_string_equal(r.best_config, "FAULT=0");
+    assert_int_equal(r.evaluated, 10);
+    assert_int_equal(r.failed, 8);
+    at_context_destroy(ctx);
+    setenv("AUTOTUNE_TEMPLATE_PATH", AT_SOURCE_DIR "/templates", 1);
+    float out[64] = {0};
+    assert_int_equal(clEnqueueReadBuffer(q, buf, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL),
+                     CL_SUCCESS);
+    assert_int_equal(clFinish(q), CL_SUCCESS);
+    assert_true(out[63] == 63.0f);
+    assert_int_equal(refs_of_context(c), c_refs);
+    clReleaseMemObject(buf);
+    clReleaseCommandQueue(q);
+    clReleaseContext(c);
+}
+
 int main(void)
 {
     /* Device 0 of autotune's enumeration: the first device of the first platform with one. */
@@ -180,6 +226,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bad_handles, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_own_queue, make_tmp, remove_tmp),
+        cmocka_unit_test_setup_teardown(test_faults_leave_callers_context, make_tmp, remove_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "tuner/pipeline.h"
 #include "tuner/tuner.h"
 
 #include <stdio.h>
@@ -28,6 +29,7 @@ struct at_bprog {
 };
 
 static int g_opens, g_fills, g_launches, g_crashes, g_compiles;
+static size_t g_read_bytes;                    /* read back from the device */
 static size_t g_shared_max, g_splitk_launches; /* largest dynamic shared size seen; split-K runs */
 
 static int has(const at_bprog *p, const char *define) { return strstr(p->options, define) != NULL; }
@@ -121,6 +123,7 @@ static at_status f_read(at_bdev *d, at_bbuf b, size_t off, void *dst, size_t n)
 {
     if (d->poisoned) return at_fail(AT_ERR_LAUNCH, "context poisoned");
     memcpy(dst, (char *)b.handle + off, n);
+    g_read_bytes += n;
     return AT_OK;
 }
 static void f_buf_free(at_bdev *d, at_bbuf b)
@@ -249,12 +252,19 @@ static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, c
     const float *A = BUF("A"), *B = BUF("B");
     float *C = BUF("C");
     int lda = I32("lda"), ldb = I32("ldb"), ldc = I32("ldc");
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double s = 0;
-            for (int q = 0; q < K; q++) s += (double)A[i * lda + q] * B[q * ldb + j];
-            C[i * ldc + j] = (float)(alpha * s + (beta != 0.0f ? beta * C[i * ldc + j] : 0.0));
+    double *acc = malloc((size_t)N * sizeof *acc); /* a row at a time: B read in order */
+    if (!acc) return at_fail(AT_ERR_NO_MEMORY, "fake launch");
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) acc[j] = 0;
+        for (int q = 0; q < K; q++) {
+            const double aq = A[i * lda + q];
+            const float *bq = B + (size_t)q * ldb;
+            for (int j = 0; j < N; j++) acc[j] += aq * bq[j];
         }
+        for (int j = 0; j < N; j++)
+            C[i * ldc + j] = (float)(alpha * acc[j] + (beta != 0.0f ? beta * C[i * ldc + j] : 0.0));
+    }
+    free(acc);
     if (has(p, "-DBM=16 -DBN=32 ")) C[0] += 1.0f;
     /* Bigger tiles are faster on the fake GPU, so the best is known. */
     if (ms && define_of(p, "SPLITK") < 0)
@@ -341,8 +351,29 @@ static void test_statuses_flush_and_recycle(void **state)
     at_tune_options o = {.strategy = "exhaustive"};
     at_tune_report r;
     at_kernel *k = NULL;
+    /* A kernel built before the run, on the device the crash will make it recycle. */
+    at_problem gp0 = at_problem_view(&at_op_gemm, &p);
+    at_template *t0 = NULL;
+    at_kernel *k0 = NULL;
+    assert_int_equal(at_template_for(&gp0, &ctx.info, NULL, &t0), AT_OK);
+    assert_int_equal(
+        at_kernel_build(&ctx, t0, &gp0,
+                        "BM=32,BN=32,BK=8,TM=2,TN=2,VW=1,STRN=0,SB=0,PAD=0,UNROLL=1,SA=0", &k0),
+        AT_OK);
+    at_template_free(t0);
     g_opens = 0;
     assert_int_equal(at_gemm_tune(&ctx, &p, &o, &r, &k), AT_OK);
+    /* ... is stale now: refused at launch, destroyed without touching the new device (its
+     * program was on the old one; the fake's is plain memory, freed here) */
+    assert_int_equal(ctx.recycles, 1);
+    float dummy[64];
+    at_devptr bufs[3] = {{dummy}, {dummy}, {dummy}};
+    assert_int_equal(at_kernel_launch(k0, bufs, 3, NULL), AT_ERR_DEVICE_LOST);
+    assert_non_null(strstr(at_errmsg(), "built before a faulting candidate"));
+    at_bprog *stale_prog = k0->prog;
+    at_kernel_destroy(k0);
+    f_free(stale_prog);
+    assert_int_equal(k->recycles, 1); /* the best kernel: built on the new device */
     /* 8 configs: 2 do not compile (BM=16,BN=16), 2 spill (BM=32,BN=16), 2 are wrong
      * (BM=16,BN=32), SA=1 of BM=32,BN=32 crashes; one (BM=32,BN=32,SA=0) is fine. */
     assert_int_equal(r.space, 8);
@@ -410,6 +441,27 @@ static void test_statuses_flush_and_recycle(void **state)
     assert_int_equal(k->from_binary, 0);
     assert_int_equal(g_compiles, compiles + 1);
     at_kernel_destroy(k);
+    at_template_free(t);
+
+    /* A big problem (above 2^30 multiply-adds): the reference is kept for a spread of 64 of
+     * C's 66 rows and only they come back, with C's guards; C (beta 0: all NaN before a run)
+     * is reset by a fill on the device, not an upload. A wrong value in row 0 is still seen. */
+    at_gemm_problem big = {.m = 66, .n = 2048, .k = 8192, .alpha = 1};
+    at_problem bp = at_problem_view(&at_op_gemm, &big);
+    at_result_rec rec;
+    const char *cfg_ok = "BM=32,BN=32,BK=8,TM=2,TN=2,VW=1,STRN=0,SB=0,PAD=0,UNROLL=1,SA=0";
+    int fills = g_fills;
+    g_read_bytes = 0;
+    assert_int_equal(at_template_for(&bp, &ctx.info, NULL, &t), AT_OK);
+    assert_int_equal(at_config_run(&ctx, t, &bp, cfg_ok, 0, &rec), AT_OK);
+    if (rec.status != AT_RS_OK) fail_msg("big problem: %s", rec.reason);
+    assert_true(rec.max_rel_error < 1e-3);
+    size_t in_bytes = (66 * 8192 + 8192 * 2048) * sizeof(float) + 4 * AT_GUARD_BYTES;
+    assert_int_equal(g_read_bytes, in_bytes + 64 * 2048 * sizeof(float) + 2 * AT_GUARD_BYTES);
+    assert_int_equal(g_fills, fills + 1);
+    const char *cfg_wrong = "BM=16,BN=32,BK=8,TM=2,TN=2,VW=1,STRN=0,SB=0,PAD=0,UNROLL=1,SA=0";
+    assert_int_equal(at_config_run(&ctx, t, &bp, cfg_wrong, 0, &rec), AT_OK);
+    assert_int_equal(rec.status, AT_RS_WRONG_RESULT);
     at_template_free(t);
 
     /* On the caller's context (native handles) the crash is not recovered: the context is

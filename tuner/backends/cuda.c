@@ -14,6 +14,8 @@
 #include "cuda_report.h"
 #include "gpu.h"
 
+#include <dlfcn.h>
+#include <glob.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,11 +266,53 @@ static const at_dl_sym g_nv_syms[] = {AT_NVRTC_SHARED(AT_NV_SHARED_ROW) AT_NVRTC
     AT_NV_OWN_ROW){"nvrtcGetErrorString", &g_nv.error_name}};
 static const char *const g_cu_names[] = {"libcuda.so.1", NULL};
 static const char *const g_nv_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", NULL};
+/* Where a driver or NVRTC not on the loader's path usually is: the toolkit's folders, the
+ * container runtime's driver folder, and NVIDIA's pip wheels (nvidia-cuda-nvrtc: cu13/lib for
+ * CUDA 13, cuda_nvrtc/lib for 12) in a Python environment (PyTorch's) on PATH. */
+static const char *const g_cu_places[] = {"/usr/local/nvidia/lib64", "/usr/local/nvidia/lib",
+                                          "/usr/lib/wsl/lib", "/usr/lib64", NULL};
+static const char *const g_nv_places[] = {
+    "$CUDA_HOME/lib64",
+    "$CUDA_HOME/lib",
+    "$CUDA_PATH/lib64",
+    "/usr/local/cuda/lib64",
+    "/usr/local/cuda/lib",
+    "/usr/local/cuda-1[0-9]*/lib64",
+    "/usr/local/cuda-1[0-9]*/lib",
+    "/usr/local/cuda/targets/x86_64-linux/lib",
+    "/opt/cuda/lib64",
+    "$VIRTUAL_ENV/lib/python3*/site-packages/nvidia/cu13/lib",
+    "$VIRTUAL_ENV/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib",
+    "@python/lib/python3*/*-packages/nvidia/cu13/lib",
+    "@python/lib/python3*/*-packages/nvidia/cuda_nvrtc/lib",
+    "$CONDA_PREFIX/lib",
+    NULL};
 static const char *const g_nv_fixed[] = {"--std=c++17", "-default-device", "--ptxas-options=-v",
                                          NULL};
 
+/* NVRTC found in a folder off the loader's path (a pip wheel's): it opens its builtins by their
+ * bare name, which the loader would not find there; loaded first from the same folder, they
+ * are found by that name. Then the version, as for any compiler. */
+static int nv_start(at_gpu_lib *l, const char *used)
+{
+    const char *slash = strrchr(l->path, '/');
+    if (l->path[0] == '/' && slash && strcmp(used, l->path) == 0) {
+        char pattern[sizeof l->path + 32];
+        snprintf(pattern, sizeof pattern, "%.*s/libnvrtc-builtins.so.*", (int)(slash - l->path),
+                 l->path);
+        glob_t g;
+        if (glob(pattern, 0, NULL, &g) == 0) {
+            for (size_t i = 0; i < g.gl_pathc; i++)
+                if (!strstr(g.gl_pathv[i], ".alt.")) (void)dlopen(g.gl_pathv[i], RTLD_NOW);
+            globfree(&g);
+        }
+    }
+    return at_gpu_rtc_start(l, used);
+}
+
 static at_gpu_api g_cu = {
-    .lib = AT_GPU_LIB("CUDA", "AUTOTUNE_CUDA_LIBRARY", g_cu_names, g_cu_syms, at_gpu_runtime_start),
+    .lib = AT_GPU_LIB("CUDA", "AUTOTUNE_CUDA_LIBRARY", g_cu_names, g_cu_places, g_cu_syms,
+                      at_gpu_runtime_start),
     .error_name = cu_error_name,
     .fn = {AT_CU_WRAPPED(AT_GPU_WRAPPER)}, /* the rest from libcuda (g_cu_syms) */
     .call = {AT_CU_SHARED(AT_GPU_SYMBOL_NAME) AT_CU_WRAPPED(AT_GPU_WRAPPER_NAME)},
@@ -278,7 +322,8 @@ static at_gpu_api g_cu = {
 
 /* NVRTC, on its own: compiling needs no driver. */
 static at_gpu_rtc g_nv = {
-    .lib = AT_GPU_LIB("NVRTC", "AUTOTUNE_NVRTC_LIBRARY", g_nv_names, g_nv_syms, at_gpu_rtc_start),
+    .lib =
+        AT_GPU_LIB("NVRTC", "AUTOTUNE_NVRTC_LIBRARY", g_nv_names, g_nv_places, g_nv_syms, nv_start),
     .call = {AT_NVRTC_SHARED(AT_GPU_SYMBOL_NAME)},
     .file_ext = ".cu",
     .arch_flag = "-arch=",

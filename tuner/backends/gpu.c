@@ -7,23 +7,159 @@
 #include "base/sbuf.h"
 
 #include <dlfcn.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The device part of a GPU backend's at_bdev: its first member. */
 static at_gpu_dev *gpu_of(at_bdev *d) { return (at_gpu_dev *)(void *)d; }
 
 /* ---- libraries loaded once ---------------------------------------------------------------- */
 
-static void lib_open(at_gpu_lib *l)
+/* AUTOTUNE_LIBRARY_SEARCH, a list of "loader", "folders" and "python", limits where a library
+ * is looked for (tests, and to see which place a run would use); unset: everywhere. */
+static bool search_on(const char *what)
 {
+    const char *e = getenv("AUTOTUNE_LIBRARY_SEARCH");
+    if (!e || !*e) return true;
+    size_t n = strlen(what);
+    for (const char *p = e; (p = strstr(p, what)) != NULL; p += n)
+        if ((p == e || strchr(", :", p[-1])) && strchr(", :", p[n])) return true;
+    return false;
+}
+
+static void looked_add(at_gpu_lib *l, const char *place)
+{
+    size_t len = strlen(l->looked);
+    if (len + 1 < sizeof l->looked)
+        snprintf(l->looked + len, sizeof l->looked - len, "%s%s", len ? "; " : "", place);
+}
+
+/* The first of l->names in dir that loads; l->path names it. A file that is there but does not
+ * load says why in l->why. */
+static void *try_dir(at_gpu_lib *l, const char *dir)
+{
+    for (size_t i = 0; l->names[i]; i++) {
+        char path[sizeof l->path];
+        if (snprintf(path, sizeof path, "%s/%s", dir, l->names[i]) >= (int)sizeof path) continue;
+        if (access(path, F_OK) != 0) continue;
+        void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (lib) {
+            snprintf(l->path, sizeof l->path, "%s", path);
+            return lib;
+        }
+        const char *e = dlerror();
+        snprintf(l->why, sizeof l->why, "cannot load %s: %s", path, e ? e : "unknown error");
+    }
+    return NULL;
+}
+
+/* Every folder pattern matches, newest (last in glob's order) first. */
+static void *try_pattern(at_gpu_lib *l, const char *pattern)
+{
+    looked_add(l, pattern);
+    glob_t g;
+    if (glob(pattern, GLOB_ONLYDIR, NULL, &g) != 0) return NULL;
+    void *lib = NULL;
+    for (size_t i = g.gl_pathc; !lib && i-- > 0;) lib = try_dir(l, g.gl_pathv[i]);
+    globfree(&g);
+    return lib;
+}
+
+/* "@python/rest" for each python3 on PATH: <folder above its bin>/rest. */
+static void *try_python(at_gpu_lib *l, const char *rest)
+{
+    const char *path = getenv("PATH");
+    char seen[8][512];
+    int nseen = 0;
+    for (const char *p = path; p && *p;) {
+        size_t n = strcspn(p, ":");
+        char dir[512], exe[600], prefix[512], pattern[1024];
+        if (n > 0 && n < sizeof dir) {
+            memcpy(dir, p, n);
+            dir[n] = '\0';
+            snprintf(exe, sizeof exe, "%s/python3", dir);
+            char *slash = strrchr(dir, '/');
+            if (access(exe, X_OK) == 0 && slash) {
+                snprintf(prefix, sizeof prefix, "%.*s", (int)(slash - dir), dir);
+                bool dup = false;
+                for (int i = 0; i < nseen; i++) dup = dup || strcmp(seen[i], prefix) == 0;
+                if (!dup && nseen < 8) {
+                    snprintf(seen[nseen++], sizeof seen[0], "%s", prefix);
+                    snprintf(pattern, sizeof pattern, "%s%s", prefix, rest);
+                    void *lib = try_pattern(l, pattern);
+                    if (lib) return lib;
+                }
+            }
+        }
+        p += n + (p[n] == ':');
+    }
+    return NULL;
+}
+
+/* l->places in order (gpu.h says how they are written). */
+static void *search_places(at_gpu_lib *l)
+{
+    for (size_t i = 0; l->places && l->places[i]; i++) {
+        const char *place = l->places[i];
+        void *lib = NULL;
+        if (strncmp(place, "@python/", 8) == 0) {
+            if (search_on("python")) lib = try_python(l, place + 7);
+        } else if (search_on("folders") && place[0] == '$') {
+            char var[64], pattern[1024];
+            size_t n = strcspn(place + 1, "/");
+            if (n >= sizeof var) continue;
+            memcpy(var, place + 1, n);
+            var[n] = '\0';
+            const char *v = getenv(var);
+            if (!v || !*v) continue;
+            snprintf(pattern, sizeof pattern, "%s%s", v, place + 1 + n);
+            lib = try_pattern(l, pattern);
+        } else if (search_on("folders")) {
+            lib = try_pattern(l, place);
+        }
+        if (lib) return lib;
+    }
+    return NULL;
+}
+
+/* The variable's path, else the bare names (the loader's path and ld.so.cache), else the
+ * places. */
+static void *lib_find(at_gpu_lib *l, const char **used)
+{
+    const char *env = getenv(l->env);
     size_t nnames = 0;
     while (l->names[nnames]) nnames++;
+    if (env && *env) return at_dl_open(l->env, l->names, nnames, used, l->why, sizeof l->why);
+    void *lib = NULL;
+    if (search_on("loader")) {
+        lib = at_dl_open(l->env, l->names, nnames, used, l->why, sizeof l->why);
+        if (lib) return lib;
+        looked_add(l, "the loader's path and cache (ldconfig)");
+    } else {
+        snprintf(l->why, sizeof l->why, "%s not found", l->names[0]);
+    }
+    lib = search_places(l);
+    if (lib) {
+        *used = l->path;
+        return lib;
+    }
+    /* why: the bare name's failure (or a found file's, when one did not load), then where */
+    char w[sizeof l->why];
+    snprintf(w, sizeof w, "%.500s (looked in: %s)", l->why,
+             l->looked[0] ? l->looked : "nowhere, by AUTOTUNE_LIBRARY_SEARCH");
+    snprintf(l->why, sizeof l->why, "%s", w);
+    return NULL;
+}
+
+static void lib_open(at_gpu_lib *l)
+{
     const char *used = NULL;
-    void *lib = at_dl_open(l->env, l->names, nnames, &used, l->why, sizeof l->why);
+    void *lib = lib_find(l, &used);
     if (!lib) return;
     for (size_t i = 0; i < l->nsyms; i++) {
         if (at_dl_symbol(lib, used, l->syms[i].name, l->syms[i].slot, l->why, sizeof l->why) == 0)
@@ -33,6 +169,14 @@ static void lib_open(at_gpu_lib *l)
         dlclose(lib);
         return;
     }
+    /* the file the loader took, for messages and `autotune devices` (found in a place: that) */
+    Dl_info info;
+    void *sym = NULL;
+    if (l->nsyms) memcpy(&sym, l->syms[0].slot, sizeof sym);
+    if (!l->path[0] && sym && dladdr(sym, &info) && info.dli_fname && info.dli_fname[0] == '/')
+        snprintf(l->path, sizeof l->path, "%s", info.dli_fname);
+    else if (!l->path[0])
+        snprintf(l->path, sizeof l->path, "%s", used);
     if (l->start && l->start(l, used) != 0) return;
     l->status = AT_OK;
     l->why[0] = '\0';
@@ -60,7 +204,12 @@ at_status at_gpu_probe(at_gpu_api *rt, at_gpu_rtc *cc, char *why, size_t whylen)
         s = at_gpu_lib_load(&cc->lib);
         reason = cc->lib.why;
     }
-    if (why && whylen) snprintf(why, whylen, "%s", s == AT_OK ? "" : reason);
+    /* loaded: which files (the first thing to know when a build does not run somewhere) */
+    if (why && whylen && s == AT_OK)
+        snprintf(why, whylen, "%s: %.200s; %s: %.200s", rt->lib.name, rt->lib.path, cc->version,
+                 cc->lib.path);
+    else if (why && whylen)
+        snprintf(why, whylen, "%s", reason);
     return s;
 }
 

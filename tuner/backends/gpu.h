@@ -33,6 +33,11 @@ typedef struct at_gpu_lib {
     const char *name;         /* "NVRTC": starts its messages ("NVRTC unavailable: ...") */
     const char *env;          /* a path in this variable is the only one tried */
     const char *const *names; /* file names to try, most wanted first, NULL-ended */
+    /* Folders searched for names when none loads by its bare name (the loader's path and
+     * ld.so.cache), NULL-ended glob patterns: "$VAR/..." starts from that variable (skipped
+     * when unset), "@python/..." from the prefix of each python3 on PATH (the folder above its
+     * bin/: a virtual environment's pip wheels); matches are tried newest name first. */
+    const char *const *places;
     const at_dl_sym *syms;    /* every symbol it must have, in the order they are checked */
     size_t nsyms;
     /* Runs once the symbols are there (cuInit, a version), used naming the file loaded: 0, or
@@ -42,12 +47,15 @@ typedef struct at_gpu_lib {
     bool tried;
     at_status status; /* AT_OK once loaded and started */
     char why[1024];   /* why not */
+    char path[1024];  /* the file loaded, a full path where the loader says it ("" if none) */
+    char looked[768]; /* where it was looked for, for messages ("" when the bare name loaded) */
 } at_gpu_lib;
 
-/* An at_gpu_lib's initializer: its name, variable, file names, symbols (an array) and start. */
-#define AT_GPU_LIB(name_, env_, names_, syms_, start_)                                             \
+/* An at_gpu_lib's initializer: its name, variable, file names, folders to search, symbols (an
+ * array) and start. */
+#define AT_GPU_LIB(name_, env_, names_, places_, syms_, start_)                                    \
     {                                                                                              \
-        .name = (name_), .env = (env_), .names = (names_), .syms = (syms_),                        \
+        .name = (name_), .env = (env_), .names = (names_), .places = (places_), .syms = (syms_),   \
         .nsyms = sizeof(syms_) / sizeof(syms_)[0], .start = (start_),                              \
         .mu = PTHREAD_MUTEX_INITIALIZER                                                            \
     }

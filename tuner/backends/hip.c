@@ -207,13 +207,17 @@ static const char *const g_hip_names[] = {"libamdhip64.so.7", "libamdhip64.so.6"
                                           "libamdhip64.so.5", "libamdhip64.so", NULL};
 static const char *const g_rtc_names[] = {"libhiprtc.so.7",   "libhiprtc.so.6", "libhiprtc.so",
                                           "libamdhip64.so.5", "libamdhip64.so", NULL};
+/* ROCm's folders, for a runtime not on the loader's path. */
+static const char *const g_hip_places[] = {"$ROCM_PATH/lib", "$HIP_PATH/lib", "/opt/rocm/lib",
+                                           "/opt/rocm-*/lib", NULL};
 static const char *const g_rtc_fixed[] = {"-O3", "-std=c++17", NULL};
 /* ROCm 5.2's hipRTC is not thread-safe: concurrent compiles from the pool corrupted its heap
  * ("double free or corruption" during a whole-space compile), so compiles take turns. */
 static pthread_mutex_t g_compile_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static at_gpu_api g_hip = {
-    .lib = AT_GPU_LIB("HIP", "AUTOTUNE_HIP_LIBRARY", g_hip_names, g_hip_syms, at_gpu_runtime_start),
+    .lib = AT_GPU_LIB("HIP", "AUTOTUNE_HIP_LIBRARY", g_hip_names, g_hip_places, g_hip_syms,
+                      at_gpu_runtime_start),
     .fn = {AT_HIP_WRAPPED(AT_GPU_WRAPPER)}, /* the rest from the library (g_hip_syms) */
     .call = {AT_HIP_SHARED(AT_GPU_SYMBOL_NAME) AT_HIP_WRAPPED(AT_GPU_WRAPPER_NAME)},
     .provider = "the HIP runtime",
@@ -225,7 +229,8 @@ static at_gpu_api g_hip = {
  * -D of a name those headers use (a template parameter named V, say) would break them; in the
  * source, after them, it cannot. (ROCm 6 and later behave the same with either form.) */
 static at_gpu_rtc g_rtc = {
-    .lib = AT_GPU_LIB("hipRTC", "AUTOTUNE_HIPRTC_LIBRARY", g_rtc_names, g_rtc_syms, rtc_start),
+    .lib = AT_GPU_LIB("hipRTC", "AUTOTUNE_HIPRTC_LIBRARY", g_rtc_names, g_hip_places, g_rtc_syms,
+                      rtc_start),
     .call = {AT_HIPRTC_SHARED(AT_GPU_SYMBOL_NAME)},
     .file_ext = ".hip",
     .arch_flag = "--offload-arch=",

@@ -1576,9 +1576,11 @@ static int cmd_devices(int argc, char **argv)
         cJSON_AddBoolToObject(bj, "available", b[i].available);
         cJSON_AddStringToObject(bj, "why", b[i].why);
         devs = cJSON_AddArrayToObject(bj, "devices");
-        if (!o.json)
-            printf("%-7s %s%s\n", b[i].name,
-                   b[i].available ? "available" : "unavailable: ", b[i].available ? "" : b[i].why);
+        if (!o.json && !b[i].available)
+            printf("%-7s unavailable: %s\n", b[i].name, b[i].why);
+        else if (!o.json) /* with what it loaded, when the backend says */
+            printf("%-7s available%s%s%s\n", b[i].name, b[i].ndevices && b[i].why[0] ? " (" : "",
+                   b[i].ndevices ? b[i].why : "", b[i].ndevices && b[i].why[0] ? ")" : "");
         for (int d = 0; b[i].available && d < b[i].ndevices; d++) {
             at_device_desc dd;
             if (at_device_query(b[i].name, d, &dd) != AT_OK) continue;

@@ -280,6 +280,7 @@ static at_status op_prior(const void *p, const at_space *s, const at_device_info
 typedef struct attention_check {
     int64_t *rows;
     size_t nrows;
+    int64_t *at;   /* where each row starts in O (elements): the rows read back, when sampled */
     float *o;      /* nrows x head_dim */
     double *bound; /* nrows x head_dim */
     double *lse;   /* nrows */
@@ -291,6 +292,7 @@ static void op_data_free(at_op_data *d)
     attention_check *c = d->self;
     if (c) {
         free(c->rows);
+        free(c->at);
         free(c->o);
         free(c->bound);
         free(c->lse);
@@ -303,11 +305,12 @@ static at_status op_layout(const void *p, at_op_buffer *out)
 {
     const at_attention_problem *a = p;
     const size_t nq = (size_t)q_elems(a), nkv = (size_t)kv_elems(a);
-    out[0] = (at_op_buffer){a->dtype, nq, NULL, 0};
-    out[1] = (at_op_buffer){a->dtype, nkv, NULL, 0};
-    out[2] = (at_op_buffer){a->dtype, nkv, NULL, 0};
-    out[3] = (at_op_buffer){a->dtype, nq, NULL, 1};
-    out[4] = (at_op_buffer){AT_DTYPE_F32, (size_t)(a->batch * a->heads * a->seq), NULL, 1};
+    out[0] = (at_op_buffer){.dtype = a->dtype, .count = nq, .output = 0};
+    out[1] = (at_op_buffer){.dtype = a->dtype, .count = nkv, .output = 0};
+    out[2] = (at_op_buffer){.dtype = a->dtype, .count = nkv, .output = 0};
+    out[3] = (at_op_buffer){.dtype = a->dtype, .count = nq, .output = 1};
+    out[4] = (at_op_buffer){
+        .dtype = AT_DTYPE_F32, .count = (size_t)(a->batch * a->heads * a->seq), .output = 1};
     return AT_OK;
 }
 
@@ -378,6 +381,20 @@ static at_status op_data_make(const void *p, at_op_data *d)
                                    c->bound + r * (size_t)dim, &c->lse[r], scratch);
     }
     free(scratch);
+    /* A spread of rows: only they of O and LSE come back from a checked run (tuner/run.c). */
+    if ((double)c->nrows < total && (c->at = malloc(c->nrows * sizeof *c->at)) != NULL) {
+        const at_attention_strides st = at_attention_strides_of(a);
+        for (size_t r = 0; r < c->nrows; r++) {
+            int64_t row = c->rows[r], i = row % a->seq, bh = row / a->seq;
+            c->at[r] = bh / a->heads * st.q[0] + bh % a->heads * st.q[1] + i * st.q[2];
+        }
+        d->buf[3].rows = c->at;
+        d->buf[4].rows = c->rows;
+        d->buf[3].nrows = d->buf[4].nrows = c->nrows;
+        d->buf[3].row_stride = d->buf[4].row_stride = 1;
+        d->buf[3].row_len = (size_t)dim;
+        d->buf[4].row_len = 1;
+    }
     return AT_OK;
 }
 

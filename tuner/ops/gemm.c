@@ -267,9 +267,11 @@ static at_status op_layout(const void *p, at_op_buffer *out)
     const at_gemm_problem *q = p;
     int64_t lda, ldb, ldc;
     resolve_ld(q, &lda, &ldb, &ldc);
-    out[0] = (at_op_buffer){q->dtype, (size_t)((trans_a(q) ? q->k : q->m) * lda), NULL, 0};
-    out[1] = (at_op_buffer){q->dtype, (size_t)((trans_b(q) ? q->n : q->k) * ldb), NULL, 0};
-    out[2] = (at_op_buffer){q->dtype, (size_t)(q->m * ldc), NULL, 1};
+    out[0] = (at_op_buffer){
+        .dtype = q->dtype, .count = (size_t)((trans_a(q) ? q->k : q->m) * lda), .output = 0};
+    out[1] = (at_op_buffer){
+        .dtype = q->dtype, .count = (size_t)((trans_b(q) ? q->n : q->k) * ldb), .output = 0};
+    out[2] = (at_op_buffer){.dtype = q->dtype, .count = (size_t)(q->m * ldc), .output = 1};
     return AT_OK;
 }
 
@@ -312,6 +314,12 @@ static at_status op_data_make(const void *p, at_op_data *d)
     /* With beta == 0 the kernel must not read C: give it NaN so a kernel that does shows up. */
     for (size_t i = 0; i < nc; i++) d->buf[2].init[i] = q->beta == 0.0f ? NAN : c->ref[i];
     at_gemm_reference(q, d->buf[0].init, d->buf[1].init, c->ref, c->bound, c->rows, c->nrows);
+    if (nrows < (size_t)q->m) { /* only the checked rows of C come back */
+        d->buf[2].rows = c->rows;
+        d->buf[2].nrows = nrows;
+        d->buf[2].row_stride = (size_t)ldc;
+        d->buf[2].row_len = (size_t)q->n;
+    }
     return AT_OK;
 }
 
