@@ -3,12 +3,15 @@
 Tuner cache file, plain or .gz) and writes one JSON per run in the shape `autotune replay --json`
 prints, so benchmarks/search/analyze.py reads both alike.
 
-    kt_sim.py SPACE OUTDIR --strategies a,b --seeds 20 --budget N
+    kt_sim.py SPACE OUTDIR --strategies a,b --seeds 20 --budget N [--failed skip|pay]
 
 Evaluations are counted as `autotune replay` counts them: unique configurations measured, in
 the order Kernel Tuner's results list has them (a configuration served again from its cache is
 not a new evaluation). Kernel Tuner's `tune_cache` restricts the space to the file's configs
 that did not fail, so its strategies never spend an evaluation on a failed config; ours do.
+`--failed pay` keeps the configs recorded as failed (compile or run time; not `InvalidConfig`)
+in Kernel Tuner's space, as ours does: each costs an evaluation when its strategy picks it and
+comes back as an error, as on a device. Its runs are written as `kt-pay-<strategy>-<seed>.json`.
 Each run seeds Python's and NumPy's generators, which Kernel Tuner's strategies draw from.
 """
 import argparse
@@ -74,6 +77,27 @@ def memoize_setup():
     util.read_cache = cached_read
 
 
+def pay_for_failures():
+    """Kernel Tuner's simulation takes its space from the cache's configs without an error; this
+    makes it take those that failed to compile or run too (the restriction it infers is the only
+    thing that drops them), so its strategies pay for them as ours do."""
+
+    def restrictions_with_failures(cache):
+        keys = cache["tune_params_keys"]
+        space = set(
+            tuple(r[k] for k in keys)
+            for r in cache["cache"].values()
+            if not isinstance(r.get("__error__"), util.InvalidConfig)
+        )
+
+        def restriction(*values):
+            return values in space
+
+        return util.FunctionConstraint(restriction)
+
+    util.infer_restrictions_from_cache = restrictions_with_failures
+
+
 def run_one(path, data, strategy, seed, budget):
     keys = data["tune_params_keys"]
     random.seed(seed)
@@ -118,17 +142,23 @@ def main():
     ap.add_argument("--strategies", required=True)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--budget", type=int, required=True)
+    ap.add_argument("--failed", choices=("skip", "pay"), default="skip",
+                    help="skip: Kernel Tuner's own simulation (failed configs left out of its "
+                    "space); pay: they are in it and cost an evaluation, as in ours")
     a = ap.parse_args()
     data = load(a.space)
     valid = [r["time"] for r in data["cache"].values() if isinstance(r.get("time"), (int, float))]
     header = {"file": a.space, "space": len(data["cache"]), "optimum_time": min(valid)}
     memoize_setup()
+    if a.failed == "pay":
+        pay_for_failures()
+    prefix = "kt-pay-" if a.failed == "pay" else "kt-"
     os.makedirs(a.outdir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = slim_copy(data, tmp)
         for strategy in a.strategies.split(","):
             for seed in range(1, a.seeds + 1):
-                out = os.path.join(a.outdir, f"kt-{strategy}-{seed}.json")
+                out = os.path.join(a.outdir, f"{prefix}{strategy}-{seed}.json")
                 try:
                     run = run_one(path, data, strategy, seed, a.budget)
                 except Exception as e:  # a strategy that crashes is reported, not fatal
@@ -136,7 +166,7 @@ def main():
                            "error": f"{type(e).__name__}: {e}"}
                     print(f"kt_sim: {strategy} seed {seed}: {run['error']}", file=sys.stderr)
                 with open(out, "w") as f:
-                    json.dump({**header, **run}, f)
+                    json.dump({**header, **run, "failed_configs": a.failed}, f)
 
 
 if __name__ == "__main__":
