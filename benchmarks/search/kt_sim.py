@@ -62,7 +62,7 @@ def memoize_setup():
     random neighbour prefers configs an earlier walk linked), so a space shared between runs, as
     this script did until 2026-12-01, hands later seeds what earlier ones found. Measured:
     simulated annealing on the RTX 2080 Ti CLBlast space reached 5 % in a median of 11
-    evaluations with the space shared by seeds 1..10 in one process, 540 with a fresh space per
+    evaluations with the space shared by seeds 1..10 in one process, 554 with a fresh space per
     seed (seed 1, the first on the shared space, took 540 both ways); on that space with its
     times shuffled among the configs, where nothing can beat random sampling, the shared space
     still gave a median near 150. Building the space takes no longer than resetting it."""
