@@ -141,6 +141,7 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--strategies", required=True)
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=1, help="seeds FIRST..FIRST+SEEDS-1")
     ap.add_argument("--budget", type=int, required=True)
     ap.add_argument("--failed", choices=("skip", "pay"), default="skip",
                     help="skip: Kernel Tuner's own simulation (failed configs left out of its "
@@ -157,7 +158,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         path = slim_copy(data, tmp)
         for strategy in a.strategies.split(","):
-            for seed in range(1, a.seeds + 1):
+            for seed in range(a.first_seed, a.first_seed + a.seeds):
                 out = os.path.join(a.outdir, f"{prefix}{strategy}-{seed}.json")
                 try:
                     run = run_one(path, data, strategy, seed, a.budget)
