@@ -12,7 +12,7 @@
 # Environment (defaults in brackets):
 #   BUILD          build folder with `autotune` [build]
 #   SHARED_SPACES  folder of real-GPU spaces [../shared/spaces beside the repository]
-#   SEEDS          seeds per strategy and space [20]
+#   SEEDS          seeds per strategy and space [10]
 #   BUDGET_FRAC    evaluation budget per run as a fraction of the space, at least
 #                  BUDGET_MIN and at most the space [0.1, 200]
 #   STRATEGIES     ours, space-separated [every strategy `autotune replay` names but exhaustive]
@@ -20,6 +20,10 @@
 #                  [random_sample,genetic_algorithm,simulated_annealing,dual_annealing,pso]
 #   PYTHON         a python with kernel_tuner, numpy, matplotlib [a venv made in OUTDIR/venv]
 #   TOOLS          ours, kt or both [both]
+#   FAILED_BOTH    on a space with configs recorded as failed, also run the two other fair
+#                  comparisons: Kernel Tuner paying for them (kt_sim.py --failed pay) and ours
+#                  on the space without them (strip_failed.py), for FAILED_STRATEGIES [1]
+#   FAILED_STRATEGIES  ours run without the failed configs [model]
 #   JOBS           runs at once [2]
 set -euo pipefail
 if [[ $# -lt 1 ]]; then
@@ -32,12 +36,14 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 build=${BUILD:-$repo/build}
 at=$(cd "$build" && pwd)/autotune
 shared=${SHARED_SPACES:-$repo/../shared/spaces}
-seeds=${SEEDS:-20}
+seeds=${SEEDS:-10}
 frac=${BUDGET_FRAC:-0.1}
 bmin=${BUDGET_MIN:-200}
 kt=${KT_STRATEGIES:-random_sample,genetic_algorithm,simulated_annealing,dual_annealing,pso}
 jobs=${JOBS:-2}
 tools=${TOOLS:-both}
+failed_both=${FAILED_BOTH:-1}
+failed_strategies=${FAILED_STRATEGIES:-model}
 [[ -x $at ]] || { echo "run.sh: no autotune in $build (set BUILD)" >&2; exit 2; }
 
 # ---- Python with Kernel Tuner ----------------------------------------------------------------
@@ -90,26 +96,45 @@ for f in "${spaces[@]}"; do
     name=$(basename "$f" .json.gz)
     dir=$out/raw/$name
     mkdir -p "$dir"
-    size=$("$at" replay "$f" --strategy random --budget 1 --json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["space"])')
+    read -r size nfailed < <("$at" replay "$f" --strategy random --budget 1 --json |
+        "$PYTHON" -c 'import json,sys; d=json.load(sys.stdin); print(d["space"], d["space_failed"])')
     budget=$("$PYTHON" -c "import math; print(min($size, max($bmin, math.ceil($frac * $size))))")
-    echo "{\"space\": $size, \"budget\": $budget}" >"$dir/meta.json"
+    echo "{\"space\": $size, \"failed\": $nfailed, \"budget\": $budget}" >"$dir/meta.json"
     if [[ $tools != kt ]]; then
         for s in $STRATEGIES; do echo "ours $f $dir $budget $s" >>"$joblist"; done
     fi
     if [[ $tools != ours ]]; then
         for s in ${kt//,/ }; do echo "kt $f $dir $budget $s" >>"$joblist"; done
     fi
+    # The two other fair comparisons where configs failed: Kernel Tuner pays for them as ours
+    # does, and ours searches the space without them as Kernel Tuner's simulation does.
+    if [[ $failed_both == 1 && $nfailed -gt 0 ]]; then
+        if [[ $tools != kt ]]; then
+            mkdir -p "$out/stripped"
+            stripped=$out/stripped/$name.json.gz
+            [[ -f $stripped ]] || "$PYTHON" "$here/strip_failed.py" "$f" "$stripped" >/dev/null
+            for s in $failed_strategies; do echo "oursskip $stripped $dir $budget $s" >>"$joblist"; done
+        fi
+        if [[ $tools != ours ]]; then
+            for s in ${kt//,/ }; do echo "ktpay $f $dir $budget $s" >>"$joblist"; done
+        fi
+    fi
 done
 
 runjob() {
     local tool=$1 f=$2 dir=$3 budget=$4 s=$5 t0=$SECONDS
-    if [[ $tool == ours ]]; then
+    if [[ $tool == ours || $tool == oursskip ]]; then
+        local tag=$s
+        [[ $tool == oursskip ]] && tag=$s@skip-failed
         for ((i = 1; i <= seeds; i++)); do
-            "$at" replay "$f" --strategy "$s" --seed "$i" --budget "$budget" --json >"$dir/$s-$i.json" ||
+            "$at" replay "$f" --strategy "$s" --seed "$i" --budget "$budget" --json >"$dir/$tag-$i.json" ||
                 echo "run.sh: autotune replay $f --strategy $s --seed $i failed" >&2
         done
     else
-        "$PYTHON" "$here/kt_sim.py" "$f" "$dir" --strategies "$s" --seeds "$seeds" --budget "$budget"
+        local mode=skip
+        [[ $tool == ktpay ]] && mode=pay
+        "$PYTHON" "$here/kt_sim.py" "$f" "$dir" --strategies "$s" --seeds "$seeds" --budget "$budget" \
+            --failed "$mode"
     fi
     echo "$(date -u +%T) $(basename "$dir") $tool $s: $((SECONDS - t0)) s"
 }
