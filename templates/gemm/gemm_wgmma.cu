@@ -122,19 +122,77 @@
 
 /* ---- global -> shared staging ---------------------------------------------------------------- */
 
-/* at_stage_tile (cuda_async.h) into an operand tile: global rows are mn when KMAJ (the tile is
- * K-major: c is k, at_off_k) and k otherwise (c is mn, at_off_mn). */
-template <int ROWS, int COLS, int KMAJ, int ER, int EC>
-INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const idx_t ld,
-                     const int row0, const int col0, const int nrows, const int ncols,
-                     const int tid, const bool vec)
+/* One thread's share of staging one operand's ROWS x COLS global tiles into the ring, its
+ * addresses worked out once before the K loop. The tile's element (r, c) is
+ * g[(row0 + r) * ld + col0 + c], zero past nrows (checked when ER) or ncols (when EC); it is
+ * copied in 16-byte chunks of 8 elements along c, chunk cc of row r to off(r, cc) in the stage
+ * (KMAJ: rows are M or N and c is k, at_off_k; else rows are k and c is M or N, at_off_mn).
+ * Consecutive threads take consecutive chunks, so a thread's chunks share one column (tid % R)
+ * and lie DR rows apart: one pointer, one row stride, and (when DR is a multiple of the 8-row
+ * swizzle period) one shared offset plus constants. The next K tile is kstep elements on (BK
+ * columns when KMAJ, BK rows otherwise). */
+template <int ROWS_, int COLS, int KMAJ_, int ER_, int EC_> struct at_loader {
+    static constexpr int ROWS = ROWS_, KMAJ = KMAJ_, ER = ER_, EC = EC_;
+    static constexpr int R = COLS / 8;            /* chunks per row */
+    static constexpr int NC = ROWS * R / THREADS; /* chunks per thread */
+    static constexpr int DR = THREADS / R;        /* rows between a thread's chunks */
+    static_assert(THREADS % R == 0 && (ROWS * R) % THREADS == 0, "whole rows per pass");
+    static constexpr int DR_ATOMS = DR % 8 == 0;  /* DR rows move by whole swizzle atoms */
+
+    const unsigned short *g;  /* the matrix: a valid, aligned address for chunks with no data */
+    const unsigned short *p;  /* this thread's first chunk in the first K tile */
+    idx_t rstep, kstep;       /* DR rows; one K tile (elements) */
+    int rows_left, cols_left; /* rows and columns from this thread's first chunk on */
+    int r0, cc0, soff;        /* its row and chunk in the tile; its byte offset in a stage */
+};
+
+/* Byte offset in a stage of chunk cc of row r of the tile L stages. */
+template <class L> INLINE int at_load_off(const int r, const int cc)
 {
-    at_stage_tile<ROWS, COLS, THREADS, ER, EC>(
-        dst, g, ld, row0, col0, nrows, ncols, tid, vec,
-        [](const int r, const int cc) {
-            return KMAJ ? at_off_k<ROWS, KSW>(r, cc * 8) : at_off_mn<BK>(cc * 8, r);
-        });
+    return L::KMAJ ? at_off_k<L::ROWS, KSW>(r, cc * 8) : at_off_mn<BK>(cc * 8, r);
 }
+
+/* l = this thread's share of the tiles of matrix m whose first K tile starts at (row0, col0). */
+template <class L>
+INLINE void at_load_init(L &l, const unsigned short *RESTRICT m, const idx_t ld, const int row0,
+                         const int col0, const int nrows, const int ncols, const int tid)
+{
+    l.r0 = tid / L::R;
+    l.cc0 = tid % L::R;
+    l.g = m;
+    l.p = m + ((idx_t)(row0 + l.r0) * ld + col0 + l.cc0 * 8);
+    l.rstep = (idx_t)L::DR * ld;
+    l.kstep = L::KMAJ ? (idx_t)BK : (idx_t)BK * ld;
+    l.rows_left = nrows - row0 - l.r0;
+    l.cols_left = ncols - col0 - l.cc0 * 8;
+    l.soff = at_load_off<L>(l.r0, l.cc0);
+}
+
+/* K tile t (counted from the first) of l into the stage at dst; VEC: cp.async, else synchronous
+ * 16-bit loads (at_stage_chunk16). */
+template <bool VEC, class L> INLINE void at_load_stage(const L &l, const at_saddr dst, const int t)
+{
+    const unsigned short *q = l.p + t * l.kstep;
+    const int cl = l.cols_left - (L::KMAJ ? t * BK : 0), rl = l.rows_left - (L::KMAJ ? 0 : t * BK);
+    const int nc = L::EC ? MIN(MAX(cl, 0), 8) : 8; /* the same for all of this thread's chunks */
+    AT_UNROLL(L::NC)
+    for (int i = 0; i < L::NC; ++i) {
+        const int n = L::ER && i * L::DR >= rl ? 0 : nc;
+        const int o = L::DR_ATOMS ? l.soff + at_load_off<L>(i * L::DR, 0)
+                                  : at_load_off<L>(l.r0 + i * L::DR, l.cc0);
+        at_stage_chunk16(dst + o, n > 0 ? q + i * l.rstep : l.g, n, VEC);
+    }
+}
+#if TA
+typedef at_loader<BK, BM, 0, EDGE_K, EDGE_M> at_load_a;
+#else
+typedef at_loader<BM, BK, 1, EDGE_M, EDGE_K> at_load_a;
+#endif
+#if TB
+typedef at_loader<BN, BK, 1, EDGE_N, EDGE_K> at_load_b;
+#else
+typedef at_loader<BK, BN, 0, EDGE_K, EDGE_N> at_load_b;
+#endif
 
 /* ---- accumulators ---------------------------------------------------------------------------- */
 
@@ -148,6 +206,63 @@ INLINE void at_fence_acc(float (&acc)[MT][NT][WN / 2])
             AT_UNROLL(WN / 2)
             for (int r = 0; r < WN / 2; ++r)
                 at_fence_reg(acc[mt][nt][r]);
+}
+
+/* ---- the K loop ------------------------------------------------------------------------------ */
+
+/* acc = the block's K tiles [0, KT) of op(A) * op(B) through the ring at `ring`. VEC: the copies
+ * are cp.async, else synchronous loads (misaligned A/B/lda/ldb); the kernel picks one of the two
+ * loops once, so neither carries the other's instructions. */
+template <bool VEC>
+INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const at_load_b &lb,
+                        const at_saddr ring, const int KT, const int tid)
+{
+#define AT_SA(s) (ring + (s) * STAGE_BYTES)
+#define AT_SB(s) (ring + (s) * STAGE_BYTES + A_BYTES)
+    AT_UNROLL(STAGES - 2)
+    for (int s = 0; s < STAGES - 2; ++s) {
+        if (s < KT) {
+            at_load_stage<VEC>(la, AT_SA(s), s);
+            at_load_stage<VEC>(lb, AT_SB(s), s);
+        }
+        at_cp_commit();
+    }
+
+    const int m_wg = (tid / 128) * WG_ROWS; /* this warpgroup's rows in the block tile */
+
+    AT_UNROLL(1)
+    for (int kt = 0; kt < KT; ++kt) {
+        at_cp_wait<STAGES - 3>(); /* this thread's copies of tile kt have landed */
+        at_fence_proxy_async();   /* ... and are visible to wgmma */
+        BARRIER();                /* everyone's; and every warpgroup retired tile kt-2 */
+        {
+            const int nk = kt + STAGES - 2;
+            if (nk < KT) {
+                at_load_stage<VEC>(la, AT_SA(nk % STAGES), nk);
+                at_load_stage<VEC>(lb, AT_SB(nk % STAGES), nk);
+            }
+            at_cp_commit();
+        }
+        const int st = kt % STAGES;
+        at_fence_acc(acc);
+        at_wgmma_fence();
+        AT_UNROLL(BK / 16)
+        for (int kk = 0; kk < BK / 16; ++kk)
+            AT_UNROLL(MT)
+            for (int mt = 0; mt < MT; ++mt)
+                AT_UNROLL(NT)
+                for (int nt = 0; nt < NT; ++nt)
+                    at_wgmma<WN, TA, 1 - TB>(acc[mt][nt],
+                                             AT_DESC_A(AT_SA(st), m_wg + mt * 64, kk * 16),
+                                             AT_DESC_B(AT_SB(st), nt * WN, kk * 16),
+                                             kt > 0 || kk > 0);
+        at_wgmma_commit();
+        at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
+    }
+    at_wgmma_wait<0>();
+    at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
+#undef AT_SA
+#undef AT_SB
 }
 
 /* ---- epilogue ------------------------------------------------------------------------------- */
@@ -217,83 +332,35 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
     const int kt0 = 0, KT = KT_ALL;
 #endif
 
-    /* the same in every thread and block: a uniform branch */
+    /* the same in every thread and block: a uniform branch, taken once outside the K loop */
     const bool vec = ((lda | ldb) & 7) == 0 &&
                      (((unsigned long long)A | (unsigned long long)B) & 15) == 0;
 
     /* the ring, aligned to the 1024-byte swizzle atoms (the launch adds 1024 bytes for this) */
     const at_saddr ring = (at_smem_addr(at_dsmem) + 1023u) & ~1023u;
-#define AT_SA(s) (ring + (s) * STAGE_BYTES)
-#define AT_SB(s) (ring + (s) * STAGE_BYTES + A_BYTES)
 
-    /* stage s <- K tile kt (absolute) */
+    at_load_a la;
+    at_load_b lb;
 #if TA
-#define AT_STAGE_A(s, kt)                                                                          \
-    at_stage<BK, BM, 0, EDGE_K, EDGE_M>(AT_SA(s), A, lda, (kt) * BK, bm, K, M, tid, vec)
+    at_load_init(la, A, lda, kt0 * BK, bm, K, M, tid);
 #else
-#define AT_STAGE_A(s, kt)                                                                          \
-    at_stage<BM, BK, 1, EDGE_M, EDGE_K>(AT_SA(s), A, lda, bm, (kt) * BK, M, K, tid, vec)
+    at_load_init(la, A, lda, bm, kt0 * BK, M, K, tid);
 #endif
 #if TB
-#define AT_STAGE_B(s, kt)                                                                          \
-    at_stage<BN, BK, 1, EDGE_N, EDGE_K>(AT_SB(s), B, ldb, bn, (kt) * BK, N, K, tid, vec)
+    at_load_init(lb, B, ldb, bn, kt0 * BK, N, K, tid);
 #else
-#define AT_STAGE_B(s, kt)                                                                          \
-    at_stage<BK, BN, 0, EDGE_K, EDGE_N>(AT_SB(s), B, ldb, (kt) * BK, bn, K, N, tid, vec)
+    at_load_init(lb, B, ldb, kt0 * BK, bn, K, N, tid);
 #endif
-
-    AT_UNROLL(STAGES - 2)
-    for (int s = 0; s < STAGES - 2; ++s) {
-        if (s < KT) {
-            AT_STAGE_A(s, kt0 + s);
-            AT_STAGE_B(s, kt0 + s);
-        }
-        at_cp_commit();
-    }
 
     /* Not zeroed: the first MMAs overwrite them (acc_in = 0). Zeroing them here makes ptxas
      * serialize the wgmma pipeline (C7515) in many configurations. With no K tile at all (an
      * empty split) they are never read. */
     float acc[MT][NT][WN / 2];
-
-    const int m_wg = (tid / 128) * WG_ROWS; /* this warpgroup's rows in the block tile */
-
-    AT_UNROLL(1)
-    for (int kt = 0; kt < KT; ++kt) {
-        at_cp_wait<STAGES - 3>(); /* this thread's copies of tile kt have landed */
-        at_fence_proxy_async();   /* ... and are visible to wgmma */
-        BARRIER();                /* everyone's; and every warpgroup retired tile kt-2 */
-        {
-            const int nk = kt + STAGES - 2;
-            if (nk < KT) {
-                AT_STAGE_A(nk % STAGES, kt0 + nk);
-                AT_STAGE_B(nk % STAGES, kt0 + nk);
-            }
-            at_cp_commit();
-        }
-        const int st = kt % STAGES;
-        at_fence_acc(acc);
-        at_wgmma_fence();
-        AT_UNROLL(BK / 16)
-        for (int kk = 0; kk < BK / 16; ++kk)
-            AT_UNROLL(MT)
-            for (int mt = 0; mt < MT; ++mt)
-                AT_UNROLL(NT)
-                for (int nt = 0; nt < NT; ++nt)
-                    at_wgmma<WN, TA, 1 - TB>(acc[mt][nt],
-                                             AT_DESC_A(AT_SA(st), m_wg + mt * 64, kk * 16),
-                                             AT_DESC_B(AT_SB(st), nt * WN, kk * 16),
-                                             kt > 0 || kk > 0);
-        at_wgmma_commit();
-        at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
-    }
-    at_wgmma_wait<0>();
-    at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
+    if (vec)
+        at_mainloop<true>(acc, la, lb, ring, KT, tid);
+    else
+        at_mainloop<false>(acc, la, lb, ring, KT, tid);
     at_fence_acc(acc);
-#undef AT_STAGE_A
-#undef AT_STAGE_B
-#undef AT_SA
-#undef AT_SB
 
     const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;
 #if SPLITK > 1
