@@ -172,17 +172,30 @@ INLINE at_desc at_make_desc(const at_saddr start, const unsigned lbo, const unsi
            ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
            ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (type << 62);
 }
+/* Byte offset of column k0 (k0 % 16 == 0) in a K-major tile, and in an MN-major one. */
+template <int Rows, int Ksw> INLINE int at_koff_k(const int k0)
+{
+    return (k0 / Ksw) * (Rows * Ksw * 2) + (k0 % Ksw) * 2;
+}
+INLINE int at_koff_mn(const int k0) { return k0 * 128; }
 /* The 64 (or N) x 16 operand at rows mn0.., k0.. (k0 % 16 == 0) of a K-major tile at `tile`. */
 template <int Rows, int Ksw>
 INLINE at_desc at_desc_k(const at_saddr tile, const int mn0, const int k0)
 {
-    return at_make_desc(tile + (k0 / Ksw) * (Rows * Ksw * 2) + mn0 * (Ksw * 2) + (k0 % Ksw) * 2, 16,
-                        8 * Ksw * 2, Ksw * 2);
+    return at_make_desc(tile + at_koff_k<Rows, Ksw>(k0) + mn0 * (Ksw * 2), 16, 8 * Ksw * 2,
+                        Ksw * 2);
 }
 /* ... of an MN-major tile of Krows rows (k). */
 template <int Krows> INLINE at_desc at_desc_mn(const at_saddr tile, const int mn0, const int k0)
 {
-    return at_make_desc(tile + (mn0 / 64) * (Krows * 128) + k0 * 128, Krows * 128, 1024, 128);
+    return at_make_desc(tile + (mn0 / 64) * (Krows * 128) + at_koff_mn(k0), Krows * 128, 1024, 128);
+}
+/* The descriptor d with its start address `units` x 16 bytes on: the start field holds address
+ * bits 4-17 and shared memory ends below 2^18, so the sum stays in the field (and in the low
+ * word). Moves a descriptor to another stage or k step with one 32-bit add. */
+INLINE at_desc at_desc_add(const at_desc d, const unsigned units)
+{
+    return (d & 0xffffffff00000000ull) | (unsigned)((unsigned)d + units);
 }
 
 #endif

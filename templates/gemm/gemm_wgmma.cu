@@ -111,13 +111,17 @@
 /* ---- the operand tiles' descriptors ---------------------------------------------------------- */
 #if TA
 #define AT_DESC_A(t, m0, k0) at_desc_mn<BK>((t), (m0), (k0))
+#define AT_KOFF_A(k0)        at_koff_mn(k0)
 #else
 #define AT_DESC_A(t, m0, k0) at_desc_k<BM, KSW>((t), (m0), (k0))
+#define AT_KOFF_A(k0)        at_koff_k<BM, KSW>(k0)
 #endif
 #if TB
 #define AT_DESC_B(t, n0, k0) at_desc_k<BN, KSW>((t), (n0), (k0))
+#define AT_KOFF_B(k0)        at_koff_k<BN, KSW>(k0)
 #else
 #define AT_DESC_B(t, n0, k0) at_desc_mn<BK>((t), (n0), (k0))
+#define AT_KOFF_B(k0)        at_koff_mn(k0)
 #endif
 
 /* ---- global -> shared staging ---------------------------------------------------------------- */
@@ -228,7 +232,13 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
         at_cp_commit();
     }
 
+    /* the descriptors of stage 0, k 0; another stage or k step moves only their start address */
     const int m_wg = (tid / 128) * WG_ROWS; /* this warpgroup's rows in the block tile */
+    at_desc da[MT], db[NT];
+    AT_UNROLL(MT)
+    for (int mt = 0; mt < MT; ++mt) da[mt] = AT_DESC_A(AT_SA(0), m_wg + mt * 64, 0);
+    AT_UNROLL(NT)
+    for (int nt = 0; nt < NT; ++nt) db[nt] = AT_DESC_B(AT_SB(0), nt * WN, 0);
 
     AT_UNROLL(1)
     for (int kt = 0; kt < KT; ++kt) {
@@ -243,7 +253,7 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
             }
             at_cp_commit();
         }
-        const int st = kt % STAGES;
+        const unsigned so = (kt % STAGES) * (STAGE_BYTES / 16); /* in 16-byte units */
         at_fence_acc(acc);
         at_wgmma_fence();
         AT_UNROLL(BK / 16)
@@ -253,8 +263,8 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
                 AT_UNROLL(NT)
                 for (int nt = 0; nt < NT; ++nt)
                     at_wgmma<WN, TA, 1 - TB>(acc[mt][nt],
-                                             AT_DESC_A(AT_SA(st), m_wg + mt * 64, kk * 16),
-                                             AT_DESC_B(AT_SB(st), nt * WN, kk * 16),
+                                             at_desc_add(da[mt], so + AT_KOFF_A(kk * 16) / 16),
+                                             at_desc_add(db[nt], so + AT_KOFF_B(kk * 16) / 16),
                                              kt > 0 || kk > 0);
         at_wgmma_commit();
         at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
