@@ -58,7 +58,7 @@
  * Tuning parameters (-D; constraints in gemm_wgmma.yaml):
  *   BM, BN  block tile of C   BK  K tile (32 or 64)   WN  N of the wgmma instruction
  *   WGS     consumer warpgroups (1 or 2), stacked along M    STAGES  ring depth (>= 3)
- *   SPLITK  K splits (1: none)
+ *   SPLITK  K splits (1: none)   GROUP_M  tile rows per band of the block order (1: row-major)
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic
  * shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
@@ -90,6 +90,9 @@
 #endif
 #ifndef SPLITK
 #define SPLITK 1
+#endif
+#ifndef GROUP_M
+#define GROUP_M 1
 #endif
 #include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
@@ -212,6 +215,29 @@ INLINE void at_fence_acc(float (&acc)[MT][NT][WN / 2])
                 at_fence_reg(acc[mt][nt][r]);
 }
 
+/* ---- the block's tile ------------------------------------------------------------------------ */
+
+/* The tile of C (tile row tm, column tn) of this block. The blocks start in the order of their
+ * linear index, dimension 0 (N) fastest; with GROUP_M = 1 block (x, y) takes tile (y, x), so
+ * the blocks of one wave cover a few tile rows and every column of B, which then streams from
+ * memory again each wave. GROUP_M > 1 walks bands of GROUP_M tile rows column by column (as
+ * Triton's grouped ordering does): a wave covers about GROUP_M rows and waves/GROUP_M columns,
+ * and the A and B panels it reads stay in L2. A bijection of the grid onto the tiles. */
+INLINE void at_block_tile(int &tm, int &tn)
+{
+#if GROUP_M > 1
+    const int gx = NUM_GROUPS(0), gy = NUM_GROUPS(1);
+    const int pid = GROUP_ID(0) + GROUP_ID(1) * gx, band = GROUP_M * gx;
+    const int first = pid / band * GROUP_M;    /* the band's first tile row */
+    const int rows = MIN(gy - first, GROUP_M); /* its tile rows (the last band may be short) */
+    tm = first + pid % band % rows;
+    tn = pid % band / rows;
+#else
+    tm = GROUP_ID(1);
+    tn = GROUP_ID(0);
+#endif
+}
+
 /* ---- the K loop ------------------------------------------------------------------------------ */
 
 /* acc = the block's K tiles [0, KT) of op(A) * op(B) through the ring at `ring`. VEC: the copies
@@ -330,7 +356,9 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
 {
     AT_DYN_SMEM(at_dsmem);
     const int tid = LOCAL_ID(0);
-    const int bm = GROUP_ID(1) * BM, bn = GROUP_ID(0) * BN;
+    int tm, tn;
+    at_block_tile(tm, tn);
+    const int bm = tm * BM, bn = tn * BN;
 
     /* K tiles of this block: all, or its split's share */
     const int KT_ALL = (K + BK - 1) / BK;
@@ -375,7 +403,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
     const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;
 #if SPLITK > 1
     /* Add the partial tile into the workspace; the last split to arrive finishes the tile. */
-    const int tile = GROUP_ID(0) + GROUP_ID(1) * NUM_GROUPS(0);
+    const int tile = tn + tm * NUM_GROUPS(0);
     float *part = ws + (idx_t)tile * (BM * BN);
     int *count = (int *)(ws + (idx_t)NUM_GROUPS(0) * NUM_GROUPS(1) * (BM * BN)) + tile;
     at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {

@@ -52,7 +52,7 @@ void run(const at_emu_args &a)
     for (std::thread &t : threads) t.join();
 }
 
-const at_emu_kernel self = {BM, BN, BK, WN, WGS, STAGES, SPLITK, TA, TB, DT, run};
+const at_emu_kernel self = {BM, BN, BK, WN, WGS, STAGES, SPLITK, TA, TB, DT, GROUP_M, run};
 const bool registered = at_emu_register(&self);
 
 } // namespace

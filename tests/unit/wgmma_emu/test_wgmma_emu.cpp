@@ -1,7 +1,8 @@
 /* test_wgmma_emu.cpp — runs templates/gemm/gemm_wgmma.cu on the CPU through a model of the PTX it
  * uses (emu.h) and compares with a double-precision reference: several configurations, all
  * four layouts, sizes with and without edges, misaligned operands, beta = 0 with a NaN-filled
- * C, and split-K with its workspace left zero. What it checks is the kernel's own index math
+ * C, split-K with its workspace left zero, and the grouped block order (GROUP_M) on grids of
+ * many tile rows. What it checks is the kernel's own index math
  * (staging, swizzle, descriptors, fragment layout, pipeline order, epilogue) against the ISA's
  * rules as modelled here; it cannot check the model itself, which only a GPU run does. */
 #define AT_EMU_MACHINE_ONLY
@@ -101,9 +102,10 @@ static int check(const at_emu_kernel *kn, const problem &p)
         if (!(worst <= tol) || at_emu::errors) {
             fprintf(
                 stderr,
-                "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d %s%s %s m%d n%d k%d pads %d/%d/%d "
-                "beta %g, %s: max rel error %g (tol %g), %d emulator errors\n",
-                kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, ta ? "t" : "n",
+                "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d GROUP_M%d %s%s %s m%d n%d k%d pads "
+                "%d/%d/%d beta %g, %s: max rel error %g (tol %g), %d emulator errors\n",
+                kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, kn->group_m,
+                ta ? "t" : "n",
                 tb ? "t" : "n", dt ? "bf16" : "f16", p.m, p.n, p.k, p.pad_a, p.pad_b, p.pad_c,
                 (double)p.beta,
                 mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
@@ -126,6 +128,10 @@ static void test_every_instance(void **state)
             {bm + 17, bn / 2 + 5, 3 * bk + 7, 0, 0, 0, 0.5f, -1.25f}, /* every edge */
             {1, 1, 1, 0, 0, 0, 1.0f, 1.0f},                           /* tiny */
             {bm / 2 + 3, bn + 9, bk / 2 + 1, 1, 3, 1, 1.0f, 0.5f},    /* misaligned */
+            {97, 89, 83, 0, 0, 0, 1.0f, 0.0f},                        /* primes */
+            {9 * bm + 5, bn + 7, bk + 3, 0, 0, 0, 1.0f, 0.0f}, /* tall: 10 x 2 tiles, bands */
+            {5, 3 * bn + 1, 3 * bk + 1, 0, 0, 0, 1.0f, 0.0f},  /* short and wide */
+            {16, 2 * bn, 4 * bk, 0, 0, 0, 1.0f, 0.0f},         /* decode-like: small m */
         };
         for (const problem &p : ps) {
             bad += check(kn, p);
