@@ -27,6 +27,8 @@ with tempfile.TemporaryDirectory() as tmp:
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit(p.stderr)
+    for w in re.findall(r".*warning.*", p.stderr):
+        print(w)  # C7515 (serialized wgmma) among others
     regs = re.search(r"Used (\d+) registers", p.stderr)
     spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", p.stderr)
     objdump = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump") or f"{cuda}/bin/cuobjdump"

@@ -60,13 +60,16 @@ INLINE void at_fence_reg(unsigned &r) { asm volatile("" : "+r"(r)::"memory"); }
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
         "+f"(d[i + 6]), "+f"(d[i + 7])
 #define AT_ACC32(i) AT_ACC8(i), AT_ACC8(i + 8), AT_ACC8(i + 16), AT_ACC8(i + 24)
+#define AT_ACC_16   AT_ACC8(0)
+#define AT_ACC_32   AT_ACC8(0), AT_ACC8(8)
 #define AT_ACC_64   AT_ACC32(0)
 #define AT_ACC_128  AT_ACC_64, AT_ACC32(32)
 #define AT_ACC_256  AT_ACC_128, AT_ACC32(64), AT_ACC32(96)
 /* ... and their numbers in the instruction's register list */
+#define AT_REGS_16 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define AT_REGS_32 AT_REGS_16 ", %8, %9, %10, %11, %12, %13, %14, %15"
 #define AT_REGS_64                                                                                 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                       \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+    AT_REGS_32 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define AT_REGS_128                                                                                \
     AT_REGS_64                                                                                     \
     ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "           \
@@ -91,8 +94,13 @@ INLINE void at_fence_reg(unsigned &r) { asm volatile("" : "+r"(r)::"memory"); }
 template <int N, int TRA, int TRB>
 INLINE void at_wgmma(float *d, const at_desc da, const at_desc db, const int acc_in)
 {
-    static_assert(N == 64 || N == 128 || N == 256, "wgmma N: 64, 128 or 256");
-    if constexpr (N == 64)
+    static_assert(N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
+                  "wgmma N: 16, 32, 64, 128 or 256");
+    if constexpr (N == 16)
+        AT_WGMMA_SS(16, 8, 9, 10, 11, 12);
+    else if constexpr (N == 32)
+        AT_WGMMA_SS(32, 16, 17, 18, 19, 20);
+    else if constexpr (N == 64)
         AT_WGMMA_SS(64, 32, 33, 34, 35, 36);
     else if constexpr (N == 128)
         AT_WGMMA_SS(128, 64, 65, 66, 67, 68);
@@ -127,9 +135,13 @@ INLINE void at_wgmma_rs(float *d, const unsigned *a, const at_desc db, const int
 #undef AT_REGS_256
 #undef AT_REGS_128
 #undef AT_REGS_64
+#undef AT_REGS_32
+#undef AT_REGS_16
 #undef AT_ACC_256
 #undef AT_ACC_128
 #undef AT_ACC_64
+#undef AT_ACC_32
+#undef AT_ACC_16
 #undef AT_ACC32
 #undef AT_ACC8
 #endif /* AT_PTX_EMULATE */

@@ -94,7 +94,29 @@
 #ifndef GROUP_M
 #define GROUP_M 1
 #endif
+#ifndef SWAP
+#define SWAP 0
+#endif
 #include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
+
+/* ---- the kernel's view of the problem ------------------------------------------------------- */
+/* SWAP = 1 computes C^T = op(B)^T * op(A)^T: the kernel's M side (the m64 wgmma rows, BM) runs
+ * along the problem's n and its N side (BN, WN) along m, so a small m (decode) fills the
+ * instruction's flexible N instead of wasting most of its 64 rows. Its A is the problem's B
+ * (op(B)^T(j, p) = op(B)(p, j): transposed exactly when B is not), its B the problem's A, and
+ * its C(i, j) is C[j*ldc + i]. KTA/KTB and KEDGE_M/N are the layouts and edges in that view;
+ * the space's EDGE_M (EDGE_N) is the problem's m (n) against the tile that covers it. */
+#if SWAP
+#define KTA     (1 - TB)
+#define KTB     (1 - TA)
+#define KEDGE_M EDGE_N
+#define KEDGE_N EDGE_M
+#else
+#define KTA     TA
+#define KTB     TB
+#define KEDGE_M EDGE_M
+#define KEDGE_N EDGE_N
+#endif
 
 /* ---- derived constants ----------------------------------------------------------------------- */
 #define THREADS (128 * WGS)
@@ -112,14 +134,14 @@
 #include "../common/cuda_wgmma.h"  /* wgmma, its fences, layouts and descriptors */
 
 /* ---- the operand tiles' descriptors ---------------------------------------------------------- */
-#if TA
+#if KTA
 #define AT_DESC_A(t, m0, k0) at_desc_mn<BK>((t), (m0), (k0))
 #define AT_KOFF_A(k0)        at_koff_mn(k0)
 #else
 #define AT_DESC_A(t, m0, k0) at_desc_k<BM, KSW>((t), (m0), (k0))
 #define AT_KOFF_A(k0)        at_koff_k<BM, KSW>(k0)
 #endif
-#if TB
+#if KTB
 #define AT_DESC_B(t, n0, k0) at_desc_k<BN, KSW>((t), (n0), (k0))
 #define AT_KOFF_B(k0)        at_koff_k<BN, KSW>(k0)
 #else
@@ -141,9 +163,10 @@
 template <int ROWS_, int COLS, int KMAJ_, int ER_, int EC_> struct at_loader {
     static constexpr int ROWS = ROWS_, KMAJ = KMAJ_, ER = ER_, EC = EC_;
     static constexpr int R = COLS / 8;            /* chunks per row */
-    static constexpr int NC = ROWS * R / THREADS; /* chunks per thread */
-    static constexpr int DR = THREADS / R;        /* rows between a thread's chunks */
-    static_assert(THREADS % R == 0 && (ROWS * R) % THREADS == 0, "whole rows per pass");
+    static constexpr int NC = (ROWS * R + THREADS - 1) / THREADS; /* chunks per thread */
+    static constexpr int DR = THREADS / R; /* rows between a thread's chunks */
+    static constexpr int PART = (ROWS * R) % THREADS != 0; /* a tile smaller than one pass */
+    static_assert(THREADS % R == 0, "whole rows per pass");
     static constexpr int DR_ATOMS = DR % 8 == 0;  /* DR rows move by whole swizzle atoms */
 
     const unsigned short *g;  /* the matrix: a valid, aligned address for chunks with no data */
@@ -184,21 +207,23 @@ template <bool VEC, class L> INLINE void at_load_stage(const L &l, const at_sadd
     const int nc = L::EC ? MIN(MAX(cl, 0), 8) : 8; /* the same for all of this thread's chunks */
     AT_UNROLL(L::NC)
     for (int i = 0; i < L::NC; ++i) {
+        if (L::PART && l.r0 + i * L::DR >= L::ROWS) break; /* past the tile (small B tiles) */
         const int n = L::ER && i * L::DR >= rl ? 0 : nc;
         const int o = L::DR_ATOMS ? l.soff + at_load_off<L>(i * L::DR, 0)
                                   : at_load_off<L>(l.r0 + i * L::DR, l.cc0);
         at_stage_chunk16(dst + o, n > 0 ? q + i * l.rstep : l.g, n, VEC);
     }
 }
-#if TA
-typedef at_loader<BK, BM, 0, EDGE_K, EDGE_M> at_load_a;
+#if KTA
+typedef at_loader<BK, BM, 0, EDGE_K, KEDGE_M> at_load_a;
 #else
-typedef at_loader<BM, BK, 1, EDGE_M, EDGE_K> at_load_a;
+typedef at_loader<BM, BK, 1, KEDGE_M, EDGE_K> at_load_a;
 #endif
-#if TB
-typedef at_loader<BN, BK, 1, EDGE_N, EDGE_K> at_load_b;
+#if KTB
+typedef at_loader<BN, BK, 1, KEDGE_N, EDGE_K> at_load_b;
 #else
-typedef at_loader<BK, BN, 0, EDGE_K, EDGE_N> at_load_b;
+typedef at_loader<BK, BN, 0, EDGE_K, KEDGE_N> at_load_b;
+static_assert(BN >= 64, "an MN-major B tile is made of 64-column swizzle atoms");
 #endif
 
 /* ---- accumulators ---------------------------------------------------------------------------- */
@@ -288,7 +313,7 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
             for (int mt = 0; mt < MT; ++mt)
                 AT_UNROLL(NT)
                 for (int nt = 0; nt < NT; ++nt)
-                    at_wgmma<WN, TA, 1 - TB>(acc[mt][nt],
+                    at_wgmma<WN, KTA, 1 - KTB>(acc[mt][nt],
                                              at_desc_add(da[mt], so + AT_KOFF_A(kk * 16) / 16),
                                              at_desc_add(db[nt], so + AT_KOFF_B(kk * 16) / 16),
                                              kt > 0 || kk > 0);
@@ -318,14 +343,28 @@ template <typename F> INLINE void at_for_pairs(const int tid, F f)
                   nt * WN + (r / 4) * 8 + (lane % 4) * 2);
 }
 
-/* C(i, j) = v0 (+ beta*C), C(i, j+1) = v1 (+ beta*C) where inside M x N; v already scaled. */
+/* *p = v (+ beta * *p) */
+INLINE void at_store1(unsigned short *p, float v, const float beta)
+{
+    if (beta != 0.0f) v += beta * at_to_f32(*p);
+    *p = at_from_f32(v);
+}
+
+/* The kernel's C(i, j) = v0 (+ beta*C), C(i, j+1) = v1 (+ beta*C) where inside its M x N; v
+ * already scaled. Without SWAP that is C[i*ldc + j] and the next element (one 32-bit access
+ * when cvec); with SWAP, C[j*ldc + i] and C[(j+1)*ldc + i]. */
 INLINE void at_store_pair(unsigned short *C, const int ldc, const int M, const int N,
                           const int i, const int j, float v0, float v1, const float beta,
                           const bool cvec)
 {
-    if ((EDGE_M && i >= M) || (EDGE_N && j >= N)) return;
+    if ((KEDGE_M && i >= M) || (KEDGE_N && j >= N)) return;
+#if SWAP
+    (void)cvec;
+    at_store1(C + ((idx_t)j * ldc + i), v0, beta);
+    if (!KEDGE_N || j + 1 < N) at_store1(C + ((idx_t)(j + 1) * ldc + i), v1, beta);
+#else
     unsigned short *p = C + ((idx_t)i * ldc + j);
-    if (!EDGE_N || j + 1 < N) {
+    if (!KEDGE_N || j + 1 < N) {
         if (cvec) {
             unsigned *q = (unsigned *)p;
             if (beta != 0.0f) {
@@ -336,11 +375,10 @@ INLINE void at_store_pair(unsigned short *C, const int ldc, const int M, const i
             *q = (unsigned)at_from_f32(v0) | ((unsigned)at_from_f32(v1) << 16);
             return;
         }
-        if (beta != 0.0f) v1 += beta * at_to_f32(p[1]);
-        p[1] = at_from_f32(v1);
+        at_store1(p + 1, v1, beta);
     }
-    if (beta != 0.0f) v0 += beta * at_to_f32(p[0]);
-    p[0] = at_from_f32(v0);
+    at_store1(p, v0, beta);
+#endif
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
@@ -356,6 +394,13 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
 {
     AT_DYN_SMEM(at_dsmem);
     const int tid = LOCAL_ID(0);
+#if SWAP
+    const int km = N, kn = M, klda = ldb, kldb = lda;
+    const unsigned short *ka = B, *kb = A;
+#else
+    const int km = M, kn = N, klda = lda, kldb = ldb;
+    const unsigned short *ka = A, *kb = B;
+#endif
     int tm, tn;
     at_block_tile(tm, tn);
     const int bm = tm * BM, bn = tn * BN;
@@ -379,15 +424,15 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
 
     at_load_a la;
     at_load_b lb;
-#if TA
-    at_load_init(la, A, lda, kt0 * BK, bm, K, M, tid);
+#if KTA
+    at_load_init(la, ka, klda, kt0 * BK, bm, K, km, tid);
 #else
-    at_load_init(la, A, lda, bm, kt0 * BK, M, K, tid);
+    at_load_init(la, ka, klda, bm, kt0 * BK, km, K, tid);
 #endif
-#if TB
-    at_load_init(lb, B, ldb, bn, kt0 * BK, N, K, tid);
+#if KTB
+    at_load_init(lb, kb, kldb, bn, kt0 * BK, kn, K, tid);
 #else
-    at_load_init(lb, B, ldb, kt0 * BK, bn, K, N, tid);
+    at_load_init(lb, kb, kldb, kt0 * BK, bn, K, kn, tid);
 #endif
 
     /* Not zeroed: the first MMAs overwrite them (acc_in = 0). Zeroing them here makes ptxas
@@ -407,7 +452,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
     float *part = ws + (idx_t)tile * (BM * BN);
     int *count = (int *)(ws + (idx_t)NUM_GROUPS(0) * NUM_GROUPS(1) * (BM * BN)) + tile;
     at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
-        if (KT == 0 || (EDGE_M && bm + i >= M) || (EDGE_N && bn + j >= N)) return;
+        if (KT == 0 || (KEDGE_M && bm + i >= km) || (KEDGE_N && bn + j >= kn)) return;
         at_red_add(part + i * BN + j, acc[mt][nt][r]);
         at_red_add(part + i * BN + j + 1, acc[mt][nt][r + 1]);
     });
@@ -422,14 +467,14 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
         (void)mt;
         (void)nt;
         (void)r;
-        if ((EDGE_M && bm + i >= M) || (EDGE_N && bn + j >= N)) return;
+        if ((KEDGE_M && bm + i >= km) || (KEDGE_N && bn + j >= kn)) return;
         const float v0 = at_take(part + i * BN + j), v1 = at_take(part + i * BN + j + 1);
-        at_store_pair(C, ldc, M, N, bm + i, bn + j, alpha * v0, alpha * v1, beta, cvec);
+        at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * v0, alpha * v1, beta, cvec);
     });
     if (tid == 0) at_count_reset(count);
 #else
     at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
-        at_store_pair(C, ldc, M, N, bm + i, bn + j, alpha * acc[mt][nt][r],
+        at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * acc[mt][nt][r],
                       alpha * acc[mt][nt][r + 1], beta, cvec);
     });
 #endif

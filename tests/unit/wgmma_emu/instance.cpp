@@ -13,7 +13,8 @@ namespace
 
 void run(const at_emu_args &a)
 {
-    const int groups[3] = {(a.n + BN - 1) / BN, (a.m + BM - 1) / BM, SPLITK};
+    const int km = SWAP ? a.n : a.m, kn = SWAP ? a.m : a.n; /* the kernel's view (SWAP) */
+    const int groups[3] = {(kn + BN - 1) / BN, (km + BM - 1) / BM, SPLITK};
     std::barrier<> bar(THREADS);
     at_emu::block b;
     b.smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 + 16); /* the launch's bytes, + 16 static */
@@ -52,7 +53,7 @@ void run(const at_emu_args &a)
     for (std::thread &t : threads) t.join();
 }
 
-const at_emu_kernel self = {BM, BN, BK, WN, WGS, STAGES, SPLITK, TA, TB, DT, GROUP_M, run};
+const at_emu_kernel self = {BM, BN, BK, WN, WGS, STAGES, SPLITK, TA, TB, DT, GROUP_M, SWAP, run};
 const bool registered = at_emu_register(&self);
 
 } // namespace

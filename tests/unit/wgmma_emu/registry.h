@@ -16,7 +16,7 @@ struct at_emu_args {
 };
 
 struct at_emu_kernel {
-    int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt, group_m;
+    int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt, group_m, swap;
     void (*run)(const at_emu_args &);
 };
 
