@@ -39,7 +39,10 @@
  *
  * Misaligned operands and edges: as gemm_mma (a uniform run-time test for 16-byte aligned
  * A/B/lda/ldb picks cp.async or synchronous 16-bit loads + 16-byte shared stores; copies past
- * the M/N/K bounds zero-fill through cp.async's src-size). Both paths write shared memory with
+ * the M/N/K bounds zero-fill through cp.async's src-size), except that the test is made once,
+ * before the K loop, which exists in both versions (at_mainloop<VEC>), so the cp.async loop
+ * carries none of the fallback's instructions. Each thread's copy addresses (at_loader) and
+ * the wgmma descriptors are worked out before the loop. Both paths write shared memory with
  * the generic proxy; each thread's `fence.proxy.async.shared::cta` before the barrier makes the
  * writes visible to wgmma (async proxy).
  *
@@ -59,9 +62,12 @@
  *   BM, BN  block tile of C   BK  K tile (32 or 64)   WN  N of the wgmma instruction
  *   WGS     consumer warpgroups (1 or 2), stacked along M    STAGES  ring depth (>= 3)
  *   SPLITK  K splits (1: none)   GROUP_M  tile rows per band of the block order (1: row-major)
+ *   SWAP    1: C^T = op(B)^T op(A)^T, BM along n and BN along m (small m; see below)
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
- * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic
- * shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
+ * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
+ * exchanged with SWAP), dynamic shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align
+ * the ring to the swizzle atoms). Everything above is said in the kernel's view: with SWAP its
+ * M is the problem's n, its A the problem's B, and so on.
  *
  * The PTX primitives are wrapped in at_* functions in the shared headers of templates/common/:
  * wgmma, its fences, the layouts and descriptors in cuda_wgmma.h (which attention_wgmma.cu uses
@@ -162,12 +168,12 @@
  * columns when KMAJ, BK rows otherwise). */
 template <int ROWS_, int COLS, int KMAJ_, int ER_, int EC_> struct at_loader {
     static constexpr int ROWS = ROWS_, KMAJ = KMAJ_, ER = ER_, EC = EC_;
-    static constexpr int R = COLS / 8;            /* chunks per row */
+    static constexpr int R = COLS / 8;                            /* chunks per row */
     static constexpr int NC = (ROWS * R + THREADS - 1) / THREADS; /* chunks per thread */
-    static constexpr int DR = THREADS / R; /* rows between a thread's chunks */
+    static constexpr int DR = THREADS / R;                 /* rows between a thread's chunks */
     static constexpr int PART = (ROWS * R) % THREADS != 0; /* a tile smaller than one pass */
     static_assert(THREADS % R == 0, "whole rows per pass");
-    static constexpr int DR_ATOMS = DR % 8 == 0;  /* DR rows move by whole swizzle atoms */
+    static constexpr int DR_ATOMS = DR % 8 == 0; /* DR rows move by whole swizzle atoms */
 
     const unsigned short *g;  /* the matrix: a valid, aligned address for chunks with no data */
     const unsigned short *p;  /* this thread's first chunk in the first K tile */

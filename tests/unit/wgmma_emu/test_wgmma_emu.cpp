@@ -2,9 +2,10 @@
  * uses (emu.h) and compares with a double-precision reference: several configurations, all
  * four layouts, sizes with and without edges, misaligned operands, beta = 0 with a NaN-filled
  * C, split-K with its workspace left zero, the grouped block order (GROUP_M) on grids of
- * many tile rows, and the swapped operands (SWAP) with small tiles on small m. What it checks is the kernel's own index math
- * (staging, swizzle, descriptors, fragment layout, pipeline order, epilogue) against the ISA's
- * rules as modelled here; it cannot check the model itself, which only a GPU run does. */
+ * many tile rows, and the swapped operands (SWAP) with small tiles on small m. What it checks is
+ * the kernel's own index math (staging, swizzle, descriptors, fragment layout, pipeline order,
+ * epilogue) against the ISA's rules as modelled here; it cannot check the model itself, which only
+ * a GPU run does. */
 #define AT_EMU_MACHINE_ONLY
 #include "emu.h"
 #include "registry.h"
@@ -106,9 +107,8 @@ static int check(const at_emu_kernel *kn, const problem &p)
                 "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d GROUP_M%d SWAP%d %s%s %s m%d n%d "
                 "k%d pads %d/%d/%d beta %g, %s: max rel error %g (tol %g), %d emulator errors\n",
                 kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, kn->group_m,
-                kn->swap, ta ? "t" : "n",
-                tb ? "t" : "n", dt ? "bf16" : "f16", p.m, p.n, p.k, p.pad_a, p.pad_b, p.pad_c,
-                (double)p.beta,
+                kn->swap, ta ? "t" : "n", tb ? "t" : "n", dt ? "bf16" : "f16", p.m, p.n, p.k,
+                p.pad_a, p.pad_b, p.pad_c, (double)p.beta,
                 mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
                 tol, at_emu::errors);
             bad++;
