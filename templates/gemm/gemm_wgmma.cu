@@ -103,6 +103,9 @@
 #ifndef SWAP
 #define SWAP 0
 #endif
+#ifndef LOAD
+#define LOAD 0 /* 0: cp.async by every thread; 1: TMA by one thread into an mbarrier ring */
+#endif
 #include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
 /* ---- the kernel's view of the problem ------------------------------------------------------- */
@@ -138,6 +141,9 @@
 #include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
 #include "../common/cuda_splitk.h" /* split-K workspace atomics */
 #include "../common/cuda_wgmma.h"  /* wgmma, its fences, layouts and descriptors */
+#if LOAD == 1
+#include "../common/cuda_tma.h" /* TMA, mbarriers */
+#endif
 
 /* ---- the operand tiles' descriptors ---------------------------------------------------------- */
 #if KTA
@@ -332,6 +338,100 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
 #undef AT_SB
 }
 
+#if LOAD == 1
+/* ---- the K loop fed by TMA (LOAD = 1) -------------------------------------------------------- */
+
+/* The tensor maps the host builds for LOAD = 1 (in the kernel's view, docs/cuda.md): a K-major
+ * operand is a {K, rows} tensor read in one box {KSW, rows} per stage (KSW*2 bytes = the
+ * swizzle span, as at_off_k lays it out); an MN-major one a {rows, K} tensor read in boxes
+ * {64, BK}, box j landing 64 columns on (at_off_mn's blocks). Out of bounds is zero, and the
+ * bytes still count, so every stage expects STAGE_BYTES. */
+#if KTA
+#define AT_TMA_A(dst, k0, bar)                                                                     \
+    for (int j = 0; j < BM / 64; ++j)                                                              \
+    at_tma_load_2d((dst) + j * (BK * 128), &tma_a, bm + 64 * j, (k0), (bar))
+#else
+#define AT_TMA_A(dst, k0, bar) at_tma_load_2d((dst), &tma_a, (k0), bm, (bar))
+#endif
+#if KTB
+#define AT_TMA_B(dst, k0, bar) at_tma_load_2d((dst), &tma_b, (k0), bn, (bar))
+#else
+#define AT_TMA_B(dst, k0, bar)                                                                     \
+    for (int j = 0; j < BN / 64; ++j)                                                              \
+    at_tma_load_2d((dst) + j * (BK * 128), &tma_b, bn + 64 * j, (k0), (bar))
+#endif
+
+/* acc = the block's K tiles [kt0, kt0 + KT) through the ring at `ring`, loaded by thread 0 with
+ * TMA. Barriers after the ring: full[s] (one arrival, thread 0's expect_tx, plus the copies'
+ * bytes) and empty[s] (every thread, once the MMAs that read stage s have retired). Tile t uses
+ * stage t % STAGES in lap t / STAGES (cuda_tma.h); STAGES - 1 tiles are in flight while one is
+ * consumed. */
+INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
+                            const at_tmap &tma_b, const at_saddr ring, const int bm, const int bn,
+                            const int kt0, const int KT, const int tid)
+{
+#define AT_SA(s)    (ring + (s) * STAGE_BYTES)
+#define AT_SB(s)    (ring + (s) * STAGE_BYTES + A_BYTES)
+#define AT_FULL(s)  (ring + STAGES * STAGE_BYTES + 8 * (s))
+#define AT_EMPTY(s) (ring + STAGES * STAGE_BYTES + 8 * (STAGES + (s)))
+    if (tid == 0) {
+        AT_UNROLL(STAGES)
+        for (int s = 0; s < STAGES; ++s) {
+            at_mbar_init(AT_FULL(s), 1);
+            at_mbar_init(AT_EMPTY(s), THREADS);
+        }
+        at_fence_mbar_init();
+    }
+    BARRIER();
+    /* thread 0: tile t into its stage once every thread released the stage's previous lap */
+    const auto issue = [&](const int t) {
+        const int s = t % STAGES;
+        at_mbar_wait(AT_EMPTY(s), ((t / STAGES) & 1) ^ 1);
+        at_mbar_arrive_expect_tx(AT_FULL(s), STAGE_BYTES);
+        AT_TMA_A(AT_SA(s), (kt0 + t) * BK, AT_FULL(s));
+        AT_TMA_B(AT_SB(s), (kt0 + t) * BK, AT_FULL(s));
+    };
+    if (tid == 0)
+        for (int t = 0; t < MIN(STAGES - 1, KT); ++t) issue(t);
+
+    const int m_wg = (tid / 128) * WG_ROWS;
+    at_desc da[MT], db[NT];
+    AT_UNROLL(MT)
+    for (int mt = 0; mt < MT; ++mt) da[mt] = AT_DESC_A(AT_SA(0), m_wg + mt * 64, 0);
+    AT_UNROLL(NT)
+    for (int nt = 0; nt < NT; ++nt) db[nt] = AT_DESC_B(AT_SB(0), nt * WN, 0);
+
+    AT_UNROLL(1)
+    for (int kt = 0; kt < KT; ++kt) {
+        at_mbar_wait(AT_FULL(kt % STAGES), (kt / STAGES) & 1); /* tile kt has landed */
+        const unsigned so = (kt % STAGES) * (STAGE_BYTES / 16);
+        at_fence_acc(acc);
+        at_wgmma_fence();
+        AT_UNROLL(BK / 16)
+        for (int kk = 0; kk < BK / 16; ++kk)
+            AT_UNROLL(MT)
+            for (int mt = 0; mt < MT; ++mt)
+                AT_UNROLL(NT)
+                for (int nt = 0; nt < NT; ++nt)
+                    at_wgmma<WN, KTA, 1 - KTB>(acc[mt][nt],
+                                               at_desc_add(da[mt], so + AT_KOFF_A(kk * 16) / 16),
+                                               at_desc_add(db[nt], so + AT_KOFF_B(kk * 16) / 16),
+                                               kt > 0 || kk > 0);
+        at_wgmma_commit();
+        at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: release its stage */
+        if (kt > 0) at_mbar_arrive(AT_EMPTY((kt - 1) % STAGES));
+        if (tid == 0 && kt + STAGES - 1 < KT) issue(kt + STAGES - 1);
+    }
+    at_wgmma_wait<0>();
+#undef AT_SA
+#undef AT_SB
+#undef AT_FULL
+#undef AT_EMPTY
+}
+#undef AT_TMA_A
+#undef AT_TMA_B
+#endif
+
 /* ---- epilogue ------------------------------------------------------------------------------- */
 
 /* Calls f(mt, nt, r, i, j) for each column pair (registers r, r+1 of wgmma tile (mt, nt)) of
@@ -396,6 +496,10 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
                        ,
                        float *ws
 #endif
+#if LOAD == 1
+                       ,
+                       const AT_GRID_CONSTANT at_tmap tma_a, const AT_GRID_CONSTANT at_tmap tma_b
+#endif
 )
 {
     AT_DYN_SMEM(at_dsmem);
@@ -445,10 +549,17 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
      * serialize the wgmma pipeline (C7515) in many configurations. With no K tile at all (an
      * empty split) they are never read. */
     float acc[MT][NT][WN / 2];
+#if LOAD == 1
+    (void)vec;
+    (void)la;
+    (void)lb;
+    at_mainloop_tma(acc, tma_a, tma_b, ring, bm, bn, kt0, KT, tid);
+#else
     if (vec)
         at_mainloop<true>(acc, la, lb, ring, KT, tid);
     else
         at_mainloop<false>(acc, la, lb, ring, KT, tid);
+#endif
     at_fence_acc(acc);
 
     const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;

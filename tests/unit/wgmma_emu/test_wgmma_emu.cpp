@@ -2,7 +2,8 @@
  * uses (emu.h) and compares with a double-precision reference: several configurations, all
  * four layouts, sizes with and without edges, misaligned operands, beta = 0 with a NaN-filled
  * C, split-K with its workspace left zero, the grouped block order (GROUP_M) on grids of
- * many tile rows, and the swapped operands (SWAP) with small tiles on small m. What it checks is
+ * many tile rows, the swapped operands (SWAP) with small tiles on small m, and the TMA ring
+ * (LOAD = 1) with the tensor maps the host would build. What it checks is
  * the kernel's own index math (staging, swizzle, descriptors, fragment layout, pipeline order,
  * epilogue) against the ISA's rules as modelled here; it cannot check the model itself, which only
  * a GPU run does. */
@@ -79,6 +80,8 @@ static int check(const at_emu_kernel *kn, const problem &p)
             bound[(size_t)i * p.n + j] = std::fabs(p.alpha) * sa + std::fabs(p.beta * c0) + 1e-30;
         }
     int bad = 0;
+    /* TMA needs 16-byte rows: a misaligned operand gets a cp.async config from the host */
+    if (kn->load && (lda % 8 || ldb % 8)) return 0;
     for (int mode = 0; mode < 2; mode++) {
         at_emu::copy_at_issue = mode == 1;
         at_emu::errors = 0;
@@ -104,11 +107,12 @@ static int check(const at_emu_kernel *kn, const problem &p)
         if (!(worst <= tol) || at_emu::errors) {
             fprintf(
                 stderr,
-                "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d GROUP_M%d SWAP%d %s%s %s m%d n%d "
-                "k%d pads %d/%d/%d beta %g, %s: max rel error %g (tol %g), %d emulator errors\n",
+                "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d GROUP_M%d SWAP%d LOAD%d %s%s %s m%d "
+                "n%d k%d pads %d/%d/%d beta %g, %s: max rel error %g (tol %g), %d emulator "
+                "errors\n",
                 kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, kn->group_m,
-                kn->swap, ta ? "t" : "n", tb ? "t" : "n", dt ? "bf16" : "f16", p.m, p.n, p.k,
-                p.pad_a, p.pad_b, p.pad_c, (double)p.beta,
+                kn->swap, kn->load, ta ? "t" : "n", tb ? "t" : "n", dt ? "bf16" : "f16", p.m, p.n,
+                p.k, p.pad_a, p.pad_b, p.pad_c, (double)p.beta,
                 mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
                 tol, at_emu::errors);
             bad++;
