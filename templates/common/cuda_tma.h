@@ -68,6 +68,18 @@ INLINE void at_tma_load_2d(const at_saddr dst, const at_tmap *map, const int c0,
                  "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
                  : "memory");
 }
+
+/* Warp specialization: the executing warpgroup's per-thread register budget rises (inc) or
+ * falls (dec) to N (a multiple of 8, 24..256); effective only with a register cap at entry
+ * (__launch_bounds__(threads, 1)) and each role in one branch of an if/else. */
+template <int N> INLINE void at_setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> INLINE void at_setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 #endif /* AT_PTX_EMULATE */
 
 #endif

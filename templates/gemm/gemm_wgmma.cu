@@ -108,7 +108,8 @@
 #define SWAP 0
 #endif
 #ifndef LOAD
-#define LOAD 0 /* 0: cp.async by every thread; 1: TMA by one thread into an mbarrier ring */
+#define LOAD 0 /* 0: cp.async by every thread; 1: TMA by one thread into an mbarrier ring; 2: the
+                 * same from a producer warpgroup of its own (warp specialization) */
 #endif
 #include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
@@ -132,7 +133,12 @@
 #endif
 
 /* ---- derived constants ----------------------------------------------------------------------- */
+#if LOAD == 2
+#define THREADS (128 * (WGS + 1)) /* WGS consumer warpgroups, then one producer */
+#else
 #define THREADS (128 * WGS)
+#endif
+#define CONSUMERS (128 * WGS) /* threads that compute (and own accumulators) */
 #define WG_ROWS (BM / WGS)    /* rows of C per warpgroup */
 #define MT      (WG_ROWS / 64) /* m64 tiles per warpgroup */
 #define NT      (BN / WN)      /* wgmma tiles along N */
@@ -145,8 +151,8 @@
 #include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
 #include "../common/cuda_splitk.h" /* split-K workspace atomics */
 #include "../common/cuda_wgmma.h"  /* wgmma, its fences, layouts and descriptors */
-#if LOAD == 1
-#include "../common/cuda_tma.h" /* TMA, mbarriers */
+#if LOAD >= 1
+#include "../common/cuda_tma.h" /* TMA, mbarriers, setmaxnreg */
 #endif
 
 /* ---- the operand tiles' descriptors ---------------------------------------------------------- */
@@ -342,8 +348,8 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
 #undef AT_SB
 }
 
-#if LOAD == 1
-/* ---- the K loop fed by TMA (LOAD = 1) -------------------------------------------------------- */
+#if LOAD >= 1
+/* ---- the K loop fed by TMA (LOAD = 1, 2) ----------------------------------------------------- */
 
 /* The tensor maps the host builds for LOAD = 1 (in the kernel's view, docs/cuda.md): a K-major
  * operand is a {K, rows} tensor read in one box {KSW, rows} per stage (KSW*2 bytes = the
@@ -365,49 +371,61 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
     at_tma_load_2d((dst) + j * (BK * 128), &tma_b, bn + 64 * j, (k0), (bar))
 #endif
 
-/* acc = the block's K tiles [kt0, kt0 + KT) through the ring at `ring`, loaded by thread 0 with
- * TMA. Barriers after the ring: full[s] (one arrival, thread 0's expect_tx, plus the copies'
- * bytes) and empty[s] (every thread, once the MMAs that read stage s have retired). Tile t uses
- * stage t % STAGES in lap t / STAGES (cuda_tma.h); STAGES - 1 tiles are in flight while one is
- * consumed. */
-INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
-                            const at_tmap &tma_b, const at_saddr ring, const int bm, const int bn,
-                            const int kt0, const int KT, const int tid)
+/* The ring's barriers, after its stages: full[s] (one arrival, the producer's expect_tx, plus
+ * the copies' bytes) and empty[s] (every consumer thread, once the MMAs that read stage s have
+ * retired). Tile t uses stage t % STAGES in lap t / STAGES (cuda_tma.h). */
+#define AT_FULL(ring, s)  ((ring) + STAGES * STAGE_BYTES + 8 * (s))
+#define AT_EMPTY(ring, s) ((ring) + STAGES * STAGE_BYTES + 8 * (STAGES + (s)))
+
+INLINE void at_tma_init(const at_saddr ring, const int tid)
 {
-#define AT_SA(s)    (ring + (s) * STAGE_BYTES)
-#define AT_SB(s)    (ring + (s) * STAGE_BYTES + A_BYTES)
-#define AT_FULL(s)  (ring + STAGES * STAGE_BYTES + 8 * (s))
-#define AT_EMPTY(s) (ring + STAGES * STAGE_BYTES + 8 * (STAGES + (s)))
     if (tid == 0) {
         AT_UNROLL(STAGES)
         for (int s = 0; s < STAGES; ++s) {
-            at_mbar_init(AT_FULL(s), 1);
-            at_mbar_init(AT_EMPTY(s), THREADS);
+            at_mbar_init(AT_FULL(ring, s), 1);
+            at_mbar_init(AT_EMPTY(ring, s), CONSUMERS);
         }
         at_fence_mbar_init();
     }
     BARRIER();
-    /* thread 0: tile t into its stage once every thread released the stage's previous lap */
-    const auto issue = [&](const int t) {
-        const int s = t % STAGES;
-        at_mbar_wait(AT_EMPTY(s), ((t / STAGES) & 1) ^ 1);
-        at_mbar_arrive_expect_tx(AT_FULL(s), STAGE_BYTES);
-        AT_TMA_A(AT_SA(s), (kt0 + t) * BK, AT_FULL(s));
-        AT_TMA_B(AT_SB(s), (kt0 + t) * BK, AT_FULL(s));
-    };
-    if (tid == 0)
-        for (int t = 0; t < MIN(STAGES - 1, KT); ++t) issue(t);
+}
 
+/* The producer's step: K tile t (of this block's) into its stage, once the consumers released
+ * the stage's previous lap. One thread. */
+INLINE void at_tma_issue(const at_tmap &tma_a, const at_tmap &tma_b, const at_saddr ring,
+                         const int bm, const int bn, const int kt0, const int t)
+{
+    const int s = t % STAGES;
+    at_mbar_wait(AT_EMPTY(ring, s), ((t / STAGES) & 1) ^ 1);
+    at_mbar_arrive_expect_tx(AT_FULL(ring, s), STAGE_BYTES);
+    AT_TMA_A(ring + s * STAGE_BYTES, (kt0 + t) * BK, AT_FULL(ring, s));
+    AT_TMA_B(ring + s * STAGE_BYTES + A_BYTES, (kt0 + t) * BK, AT_FULL(ring, s));
+}
+
+/* acc = the block's K tiles [kt0, kt0 + KT) from the TMA ring at `ring` (at_tma_init done).
+ * LOAD = 1: thread 0 also produces, STAGES - 1 tiles ahead; LOAD = 2: a producer warpgroup of
+ * its own does (the kernel). */
+INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
+                            const at_tmap &tma_b, const at_saddr ring, const int bm, const int bn,
+                            const int kt0, const int KT, const int tid)
+{
+#if LOAD == 1
+    if (tid == 0)
+        for (int t = 0; t < MIN(STAGES - 1, KT); ++t)
+            at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, t);
+#else
+    (void)tma_a, (void)tma_b, (void)bm, (void)bn, (void)kt0;
+#endif
     const int m_wg = (tid / 128) * WG_ROWS;
     at_desc da[MT], db[NT];
     AT_UNROLL(MT)
-    for (int mt = 0; mt < MT; ++mt) da[mt] = AT_DESC_A(AT_SA(0), m_wg + mt * 64, 0);
+    for (int mt = 0; mt < MT; ++mt) da[mt] = AT_DESC_A(ring, m_wg + mt * 64, 0);
     AT_UNROLL(NT)
-    for (int nt = 0; nt < NT; ++nt) db[nt] = AT_DESC_B(AT_SB(0), nt * WN, 0);
+    for (int nt = 0; nt < NT; ++nt) db[nt] = AT_DESC_B(ring + A_BYTES, nt * WN, 0);
 
     AT_UNROLL(1)
     for (int kt = 0; kt < KT; ++kt) {
-        at_mbar_wait(AT_FULL(kt % STAGES), (kt / STAGES) & 1); /* tile kt has landed */
+        at_mbar_wait(AT_FULL(ring, kt % STAGES), (kt / STAGES) & 1); /* tile kt has landed */
         const unsigned so = (kt % STAGES) * (STAGE_BYTES / 16);
         at_fence_acc(acc);
         at_wgmma_fence();
@@ -423,17 +441,18 @@ INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
                                                kt > 0 || kk > 0);
         at_wgmma_commit();
         at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: release its stage */
-        if (kt > 0) at_mbar_arrive(AT_EMPTY((kt - 1) % STAGES));
-        if (tid == 0 && kt + STAGES - 1 < KT) issue(kt + STAGES - 1);
+        if (kt > 0) at_mbar_arrive(AT_EMPTY(ring, (kt - 1) % STAGES));
+#if LOAD == 1
+        if (tid == 0 && kt + STAGES - 1 < KT)
+            at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, kt + STAGES - 1);
+#endif
     }
     at_wgmma_wait<0>();
-#undef AT_SA
-#undef AT_SB
-#undef AT_FULL
-#undef AT_EMPTY
 }
 #undef AT_TMA_A
 #undef AT_TMA_B
+#undef AT_FULL
+#undef AT_EMPTY
 #endif
 
 /* ---- epilogue ------------------------------------------------------------------------------- */
@@ -492,7 +511,13 @@ INLINE void at_store_pair(unsigned short *C, const int ldc, const int M, const i
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
-KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha, const float beta,
+/* setmaxnreg needs a register cap at entry: 64 K registers over THREADS, one block per SM */
+#if LOAD == 2 && !defined(AT_PTX_EMULATE) && !defined(AT_MAX_THREADS)
+#define AT_BOUNDS __launch_bounds__(THREADS, 1)
+#else
+#define AT_BOUNDS
+#endif
+KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const float alpha, const float beta,
                        const unsigned short *__restrict__ A, const int lda,
                        const unsigned short *__restrict__ B, const int ldb, unsigned short *C,
                        const int ldc
@@ -500,7 +525,7 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
                        ,
                        float *ws
 #endif
-#if LOAD == 1
+#if LOAD >= 1
                        ,
                        const AT_GRID_CONSTANT at_tmap tma_a, const AT_GRID_CONSTANT at_tmap tma_b
 #endif
@@ -552,11 +577,27 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
     /* Not zeroed: the first MMAs overwrite them (acc_in = 0). Zeroing them here makes ptxas
      * serialize the wgmma pipeline (C7515) in many configurations. With no K tile at all (an
      * empty split) they are never read. */
-    float acc[MT][NT][WN / 2];
-#if LOAD == 1
+#if LOAD >= 1
     (void)vec;
     (void)la;
     (void)lb;
+    at_tma_init(ring, tid);
+#if LOAD == 2
+    /* warp specialization: the last warpgroup only loads, one thread issuing every tile once
+     * its stage is released, and gives its registers to the consumers; it leaves here, so
+     * none of the code after this branch has to fit its 40 registers */
+    static_assert(SPLITK == 1, "LOAD = 2: the split-K epilogue's block barriers need every thread");
+    if (tid >= CONSUMERS) {
+        at_setmaxnreg_dec<40>();
+        if (tid == CONSUMERS)
+            for (int t = 0; t < KT; ++t) at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, t);
+        return;
+    }
+    at_setmaxnreg_inc<232>(); /* 2 x 128 x 232 + 128 x 40 <= 64 K registers */
+#endif
+#endif
+    float acc[MT][NT][WN / 2];
+#if LOAD >= 1
     at_mainloop_tma(acc, tma_a, tma_b, ring, bm, bn, kt0, KT, tid);
 #else
     if (vec)

@@ -212,6 +212,8 @@ typedef at_emu::tmap at_tmap;
 #define AT_GRID_CONSTANT
 INLINE void at_mbar_init(at_saddr bar, unsigned count) { at_emu::mbar_init(bar, count); }
 INLINE void at_fence_mbar_init() {}
+template <int N> INLINE void at_setmaxnreg_inc() {}
+template <int N> INLINE void at_setmaxnreg_dec() {}
 INLINE void at_mbar_arrive(at_saddr bar) { at_emu::mbar_arrive(bar, 0); }
 INLINE void at_mbar_arrive_expect_tx(at_saddr bar, unsigned bytes)
 {

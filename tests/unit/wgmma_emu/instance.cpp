@@ -18,8 +18,8 @@ void run(const at_emu_args &a)
     std::barrier<> bar(THREADS);
     at_emu::block b;
     /* the launch's bytes (the ring, its alignment, LOAD's barriers), + 16 static */
-    b.smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 + (LOAD == 1 ? 16 * STAGES : 0) + 16);
-#if LOAD == 1
+    b.smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 + (LOAD >= 1 ? 16 * STAGES : 0) + 16);
+#if LOAD >= 1
     /* the tensor maps the host would build, in the kernel's view (docs/cuda.md) */
     const unsigned short *ka = SWAP ? a.B : a.A, *kb = SWAP ? a.A : a.B;
     const int klda = SWAP ? a.ldb : a.lda, kldb = SWAP ? a.lda : a.ldb;
@@ -50,7 +50,7 @@ void run(const at_emu_args &a)
                                    ,
                                    a.ws
 #endif
-#if LOAD == 1
+#if LOAD >= 1
                                    ,
                                    tma_a, tma_b
 #endif
