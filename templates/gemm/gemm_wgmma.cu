@@ -65,8 +65,9 @@
  *   SWAP    1: C^T = op(B)^T op(A)^T, BM along n and BN along m (small m; see below)
  *   LOAD    0: cp.async by every thread (the space); 1: TMA by thread 0 into a ring guarded by
  *           mbarriers (at_mainloop_tma), two tensor-map arguments after the others, 16*STAGES
- *           more bytes of shared memory; emulated and compiled, not yet in the space (the
- *           host does not build tensor maps: docs/cuda.md)
+ *           more bytes of shared memory; 2: the same fed by a producer warpgroup of its own
+ *           (THREADS = 128*(WGS+1), setmaxnreg; SPLITK = 1); 1 and 2 emulated and compiled,
+ *           not yet in the space (the host does not build tensor maps: docs/cuda.md)
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
  * exchanged with SWAP), dynamic shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align
@@ -517,7 +518,8 @@ INLINE void at_store_pair(unsigned short *C, const int ldc, const int M, const i
 #else
 #define AT_BOUNDS
 #endif
-KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const float alpha, const float beta,
+KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const float alpha,
+                       const float beta,
                        const unsigned short *__restrict__ A, const int lda,
                        const unsigned short *__restrict__ B, const int ldb, unsigned short *C,
                        const int ldc
