@@ -80,6 +80,12 @@ template <int N> INLINE void at_setmaxnreg_dec()
 {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
+/* Named barrier ID (1..15; 0 is BARRIER()'s) among the first N threads of the block that reach
+ * it (N a multiple of 32): a barrier of the consumer warpgroups without the producer. */
+template <int ID, int N> INLINE void at_bar_sync()
+{
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
 #endif /* AT_PTX_EMULATE */
 
 #endif

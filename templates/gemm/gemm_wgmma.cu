@@ -66,7 +66,7 @@
  *   LOAD    0: cp.async by every thread (the space); 1: TMA by thread 0 into a ring guarded by
  *           mbarriers (at_mainloop_tma), two tensor-map arguments after the others, 16*STAGES
  *           more bytes of shared memory; 2: the same fed by a producer warpgroup of its own
- *           (THREADS = 128*(WGS+1), setmaxnreg; SPLITK = 1); 1 and 2 emulated and compiled,
+ *           (THREADS = 128*(WGS+1), setmaxnreg); 1 and 2 emulated and compiled,
  *           not yet in the space (the host does not build tensor maps: docs/cuda.md)
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
@@ -588,7 +588,6 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
     /* warp specialization: the last warpgroup only loads, one thread issuing every tile once
      * its stage is released, and gives its registers to the consumers; it leaves here, so
      * none of the code after this branch has to fit its 40 registers */
-    static_assert(SPLITK == 1, "LOAD = 2: the split-K epilogue's block barriers need every thread");
     if (tid >= CONSUMERS) {
         at_setmaxnreg_dec<40>();
         if (tid == CONSUMERS)
@@ -622,9 +621,15 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
     });
     at_fence_device(); /* this thread's adds are visible device-wide before it counts in */
     LOCAL int last;
-    BARRIER();
+#if LOAD == 2
+#define AT_EPI_BARRIER() at_bar_sync<1, CONSUMERS>() /* the producer has left */
+#else
+#define AT_EPI_BARRIER() BARRIER()
+#endif
+    AT_EPI_BARRIER();
     if (tid == 0) last = at_count_in(count) == SPLITK - 1;
-    BARRIER();
+    AT_EPI_BARRIER();
+#undef AT_EPI_BARRIER
     if (!last) return;
     at_fence_device(); /* the other splits' adds are visible to the reads below */
     at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {

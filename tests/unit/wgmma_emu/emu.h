@@ -70,6 +70,8 @@ struct block {
     /* the shared bytes [first, second) TMA refilled after a wait on a barrier: what an
      * arrival on that barrier releases (an arrival with MMAs on them pending is early) */
     std::map<unsigned, std::pair<unsigned, unsigned>> guards;
+    std::mutex named_mu;
+    std::map<int, std::unique_ptr<std::barrier<>>> named; /* bar.sync ID, N (ID > 0) */
     std::barrier<> *bar;
     int group[3], groups[3];
     /* warp-collective operations, set up by collectives(): one barrier per warp and per
@@ -115,6 +117,7 @@ void mbar_arrive(unsigned bar, unsigned tx_bytes); /* one arrival, expecting tx_
 void mbar_wait(unsigned bar, unsigned parity);
 void tma_load(const tma_op &op);
 void mma_queue(mma_op m); /* an MMA performed at its wait */
+void bar_sync(int id, int n);
 float shfl_xor(float v, int mask);
 
 /* commit_group: the open operations become the newest group */
@@ -214,6 +217,7 @@ INLINE void at_mbar_init(at_saddr bar, unsigned count) { at_emu::mbar_init(bar, 
 INLINE void at_fence_mbar_init() {}
 template <int N> INLINE void at_setmaxnreg_inc() {}
 template <int N> INLINE void at_setmaxnreg_dec() {}
+template <int ID, int N> INLINE void at_bar_sync() { at_emu::bar_sync(ID, N); }
 INLINE void at_mbar_arrive(at_saddr bar) { at_emu::mbar_arrive(bar, 0); }
 INLINE void at_mbar_arrive_expect_tx(at_saddr bar, unsigned bytes)
 {

@@ -295,6 +295,19 @@ void mbar_wait(unsigned bar, unsigned parity)
     }
 }
 
+/* bar.sync id, n: the barrier is made for n threads the first time it is met. */
+void bar_sync(int id, int n)
+{
+    std::barrier<> *b;
+    {
+        std::lock_guard<std::mutex> g(blk->named_mu);
+        auto &slot = blk->named[id];
+        if (!slot) slot = std::make_unique<std::barrier<>>(n);
+        b = slot.get();
+    }
+    b->arrive_and_wait();
+}
+
 /* shfl.sync.bfly: every lane of the warp calls it; lane l gets the value of lane l ^ mask. */
 float shfl_xor(float v, int mask)
 {
