@@ -60,13 +60,16 @@ INLINE void at_fence_reg(unsigned &r) { asm volatile("" : "+r"(r)::"memory"); }
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
         "+f"(d[i + 6]), "+f"(d[i + 7])
 #define AT_ACC32(i) AT_ACC8(i), AT_ACC8(i + 8), AT_ACC8(i + 16), AT_ACC8(i + 24)
+#define AT_ACC_16   AT_ACC8(0)
+#define AT_ACC_32   AT_ACC8(0), AT_ACC8(8)
 #define AT_ACC_64   AT_ACC32(0)
 #define AT_ACC_128  AT_ACC_64, AT_ACC32(32)
 #define AT_ACC_256  AT_ACC_128, AT_ACC32(64), AT_ACC32(96)
 /* ... and their numbers in the instruction's register list */
+#define AT_REGS_16 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define AT_REGS_32 AT_REGS_16 ", %8, %9, %10, %11, %12, %13, %14, %15"
 #define AT_REGS_64                                                                                 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                       \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+    AT_REGS_32 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define AT_REGS_128                                                                                \
     AT_REGS_64                                                                                     \
     ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "           \
@@ -91,8 +94,13 @@ INLINE void at_fence_reg(unsigned &r) { asm volatile("" : "+r"(r)::"memory"); }
 template <int N, int TRA, int TRB>
 INLINE void at_wgmma(float *d, const at_desc da, const at_desc db, const int acc_in)
 {
-    static_assert(N == 64 || N == 128 || N == 256, "wgmma N: 64, 128 or 256");
-    if constexpr (N == 64)
+    static_assert(N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
+                  "wgmma N: 16, 32, 64, 128 or 256");
+    if constexpr (N == 16)
+        AT_WGMMA_SS(16, 8, 9, 10, 11, 12);
+    else if constexpr (N == 32)
+        AT_WGMMA_SS(32, 16, 17, 18, 19, 20);
+    else if constexpr (N == 64)
         AT_WGMMA_SS(64, 32, 33, 34, 35, 36);
     else if constexpr (N == 128)
         AT_WGMMA_SS(128, 64, 65, 66, 67, 68);
@@ -127,9 +135,13 @@ INLINE void at_wgmma_rs(float *d, const unsigned *a, const at_desc db, const int
 #undef AT_REGS_256
 #undef AT_REGS_128
 #undef AT_REGS_64
+#undef AT_REGS_32
+#undef AT_REGS_16
 #undef AT_ACC_256
 #undef AT_ACC_128
 #undef AT_ACC_64
+#undef AT_ACC_32
+#undef AT_ACC_16
 #undef AT_ACC32
 #undef AT_ACC8
 #endif /* AT_PTX_EMULATE */
@@ -172,17 +184,30 @@ INLINE at_desc at_make_desc(const at_saddr start, const unsigned lbo, const unsi
            ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
            ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32) | (type << 62);
 }
+/* Byte offset of column k0 (k0 % 16 == 0) in a K-major tile, and in an MN-major one. */
+template <int Rows, int Ksw> INLINE int at_koff_k(const int k0)
+{
+    return (k0 / Ksw) * (Rows * Ksw * 2) + (k0 % Ksw) * 2;
+}
+INLINE int at_koff_mn(const int k0) { return k0 * 128; }
 /* The 64 (or N) x 16 operand at rows mn0.., k0.. (k0 % 16 == 0) of a K-major tile at `tile`. */
 template <int Rows, int Ksw>
 INLINE at_desc at_desc_k(const at_saddr tile, const int mn0, const int k0)
 {
-    return at_make_desc(tile + (k0 / Ksw) * (Rows * Ksw * 2) + mn0 * (Ksw * 2) + (k0 % Ksw) * 2, 16,
-                        8 * Ksw * 2, Ksw * 2);
+    return at_make_desc(tile + at_koff_k<Rows, Ksw>(k0) + mn0 * (Ksw * 2), 16, 8 * Ksw * 2,
+                        Ksw * 2);
 }
 /* ... of an MN-major tile of Krows rows (k). */
 template <int Krows> INLINE at_desc at_desc_mn(const at_saddr tile, const int mn0, const int k0)
 {
-    return at_make_desc(tile + (mn0 / 64) * (Krows * 128) + k0 * 128, Krows * 128, 1024, 128);
+    return at_make_desc(tile + (mn0 / 64) * (Krows * 128) + at_koff_mn(k0), Krows * 128, 1024, 128);
+}
+/* The descriptor d with its start address `units` x 16 bytes on: the start field holds address
+ * bits 4-17 and shared memory ends below 2^18, so the sum stays in the field (and in the low
+ * word). Moves a descriptor to another stage or k step with one 32-bit add. */
+INLINE at_desc at_desc_add(const at_desc d, const unsigned units)
+{
+    return (d & 0xffffffff00000000ull) | (unsigned)((unsigned)d + units);
 }
 
 #endif

@@ -39,7 +39,10 @@
  *
  * Misaligned operands and edges: as gemm_mma (a uniform run-time test for 16-byte aligned
  * A/B/lda/ldb picks cp.async or synchronous 16-bit loads + 16-byte shared stores; copies past
- * the M/N/K bounds zero-fill through cp.async's src-size). Both paths write shared memory with
+ * the M/N/K bounds zero-fill through cp.async's src-size), except that the test is made once,
+ * before the K loop, which exists in both versions (at_mainloop<VEC>), so the cp.async loop
+ * carries none of the fallback's instructions. Each thread's copy addresses (at_loader) and
+ * the wgmma descriptors are worked out before the loop. Both paths write shared memory with
  * the generic proxy; each thread's `fence.proxy.async.shared::cta` before the barrier makes the
  * writes visible to wgmma (async proxy).
  *
@@ -58,10 +61,18 @@
  * Tuning parameters (-D; constraints in gemm_wgmma.yaml):
  *   BM, BN  block tile of C   BK  K tile (32 or 64)   WN  N of the wgmma instruction
  *   WGS     consumer warpgroups (1 or 2), stacked along M    STAGES  ring depth (>= 3)
- *   SPLITK  K splits (1: none)
+ *   SPLITK  K splits (1: none)   GROUP_M  tile rows per band of the block order (1: row-major)
+ *   SWAP    1: C^T = op(B)^T op(A)^T, BM along n and BN along m (small m; see below)
+ *   LOAD    0: cp.async by every thread (the space); 1: TMA by thread 0 into a ring guarded by
+ *           mbarriers (at_mainloop_tma), two tensor-map arguments after the others, 16*STAGES
+ *           more bytes of shared memory; 2: the same fed by a producer warpgroup of its own
+ *           (THREADS = 128*(WGS+1), setmaxnreg); 1 and 2 emulated and compiled,
+ *           not yet in the space (the host does not build tensor maps: docs/cuda.md)
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
- * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK], dynamic
- * shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms).
+ * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
+ * exchanged with SWAP), dynamic shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align
+ * the ring to the swizzle atoms). Everything above is said in the kernel's view: with SWAP its
+ * M is the problem's n, its A the problem's B, and so on.
  *
  * The PTX primitives are wrapped in at_* functions in the shared headers of templates/common/:
  * wgmma, its fences, the layouts and descriptors in cuda_wgmma.h (which attention_wgmma.cu uses
@@ -91,10 +102,44 @@
 #ifndef SPLITK
 #define SPLITK 1
 #endif
+#ifndef GROUP_M
+#define GROUP_M 1
+#endif
+#ifndef SWAP
+#define SWAP 0
+#endif
+#ifndef LOAD
+#define LOAD 0 /* 0: cp.async by every thread; 1: TMA by one thread into an mbarrier ring; 2: the
+                 * same from a producer warpgroup of its own (warp specialization) */
+#endif
 #include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
+/* ---- the kernel's view of the problem ------------------------------------------------------- */
+/* SWAP = 1 computes C^T = op(B)^T * op(A)^T: the kernel's M side (the m64 wgmma rows, BM) runs
+ * along the problem's n and its N side (BN, WN) along m, so a small m (decode) fills the
+ * instruction's flexible N instead of wasting most of its 64 rows. Its A is the problem's B
+ * (op(B)^T(j, p) = op(B)(p, j): transposed exactly when B is not), its B the problem's A, and
+ * its C(i, j) is C[j*ldc + i]. KTA/KTB and KEDGE_M/N are the layouts and edges in that view;
+ * the space's EDGE_M (EDGE_N) is the problem's m (n) against the tile that covers it. */
+#if SWAP
+#define KTA     (1 - TB)
+#define KTB     (1 - TA)
+#define KEDGE_M EDGE_N
+#define KEDGE_N EDGE_M
+#else
+#define KTA     TA
+#define KTB     TB
+#define KEDGE_M EDGE_M
+#define KEDGE_N EDGE_N
+#endif
+
 /* ---- derived constants ----------------------------------------------------------------------- */
+#if LOAD == 2
+#define THREADS (128 * (WGS + 1)) /* WGS consumer warpgroups, then one producer */
+#else
 #define THREADS (128 * WGS)
+#endif
+#define CONSUMERS (128 * WGS) /* threads that compute (and own accumulators) */
 #define WG_ROWS (BM / WGS)    /* rows of C per warpgroup */
 #define MT      (WG_ROWS / 64) /* m64 tiles per warpgroup */
 #define NT      (BN / WN)      /* wgmma tiles along N */
@@ -107,34 +152,102 @@
 #include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
 #include "../common/cuda_splitk.h" /* split-K workspace atomics */
 #include "../common/cuda_wgmma.h"  /* wgmma, its fences, layouts and descriptors */
+#if LOAD >= 1
+#include "../common/cuda_tma.h" /* TMA, mbarriers, setmaxnreg */
+#endif
 
 /* ---- the operand tiles' descriptors ---------------------------------------------------------- */
-#if TA
+#if KTA
 #define AT_DESC_A(t, m0, k0) at_desc_mn<BK>((t), (m0), (k0))
+#define AT_KOFF_A(k0)        at_koff_mn(k0)
 #else
 #define AT_DESC_A(t, m0, k0) at_desc_k<BM, KSW>((t), (m0), (k0))
+#define AT_KOFF_A(k0)        at_koff_k<BM, KSW>(k0)
 #endif
-#if TB
+#if KTB
 #define AT_DESC_B(t, n0, k0) at_desc_k<BN, KSW>((t), (n0), (k0))
+#define AT_KOFF_B(k0)        at_koff_k<BN, KSW>(k0)
 #else
 #define AT_DESC_B(t, n0, k0) at_desc_mn<BK>((t), (n0), (k0))
+#define AT_KOFF_B(k0)        at_koff_mn(k0)
 #endif
 
 /* ---- global -> shared staging ---------------------------------------------------------------- */
 
-/* at_stage_tile (cuda_async.h) into an operand tile: global rows are mn when KMAJ (the tile is
- * K-major: c is k, at_off_k) and k otherwise (c is mn, at_off_mn). */
-template <int ROWS, int COLS, int KMAJ, int ER, int EC>
-INLINE void at_stage(const at_saddr dst, const unsigned short *RESTRICT g, const idx_t ld,
-                     const int row0, const int col0, const int nrows, const int ncols,
-                     const int tid, const bool vec)
+/* One thread's share of staging one operand's ROWS x COLS global tiles into the ring, its
+ * addresses worked out once before the K loop. The tile's element (r, c) is
+ * g[(row0 + r) * ld + col0 + c], zero past nrows (checked when ER) or ncols (when EC); it is
+ * copied in 16-byte chunks of 8 elements along c, chunk cc of row r to off(r, cc) in the stage
+ * (KMAJ: rows are M or N and c is k, at_off_k; else rows are k and c is M or N, at_off_mn).
+ * Consecutive threads take consecutive chunks, so a thread's chunks share one column (tid % R)
+ * and lie DR rows apart: one pointer, one row stride, and (when DR is a multiple of the 8-row
+ * swizzle period) one shared offset plus constants. The next K tile is kstep elements on (BK
+ * columns when KMAJ, BK rows otherwise). */
+template <int ROWS_, int COLS, int KMAJ_, int ER_, int EC_> struct at_loader {
+    static constexpr int ROWS = ROWS_, KMAJ = KMAJ_, ER = ER_, EC = EC_;
+    static constexpr int R = COLS / 8;                            /* chunks per row */
+    static constexpr int NC = (ROWS * R + THREADS - 1) / THREADS; /* chunks per thread */
+    static constexpr int DR = THREADS / R;                 /* rows between a thread's chunks */
+    static constexpr int PART = (ROWS * R) % THREADS != 0; /* a tile smaller than one pass */
+    static_assert(THREADS % R == 0, "whole rows per pass");
+    static constexpr int DR_ATOMS = DR % 8 == 0; /* DR rows move by whole swizzle atoms */
+
+    const unsigned short *g;  /* the matrix: a valid, aligned address for chunks with no data */
+    const unsigned short *p;  /* this thread's first chunk in the first K tile */
+    idx_t rstep, kstep;       /* DR rows; one K tile (elements) */
+    int rows_left, cols_left; /* rows and columns from this thread's first chunk on */
+    int r0, cc0, soff;        /* its row and chunk in the tile; its byte offset in a stage */
+};
+
+/* Byte offset in a stage of chunk cc of row r of the tile L stages. */
+template <class L> INLINE int at_load_off(const int r, const int cc)
 {
-    at_stage_tile<ROWS, COLS, THREADS, ER, EC>(
-        dst, g, ld, row0, col0, nrows, ncols, tid, vec,
-        [](const int r, const int cc) {
-            return KMAJ ? at_off_k<ROWS, KSW>(r, cc * 8) : at_off_mn<BK>(cc * 8, r);
-        });
+    return L::KMAJ ? at_off_k<L::ROWS, KSW>(r, cc * 8) : at_off_mn<BK>(cc * 8, r);
 }
+
+/* l = this thread's share of the tiles of matrix m whose first K tile starts at (row0, col0). */
+template <class L>
+INLINE void at_load_init(L &l, const unsigned short *RESTRICT m, const idx_t ld, const int row0,
+                         const int col0, const int nrows, const int ncols, const int tid)
+{
+    l.r0 = tid / L::R;
+    l.cc0 = tid % L::R;
+    l.g = m;
+    l.p = m + ((idx_t)(row0 + l.r0) * ld + col0 + l.cc0 * 8);
+    l.rstep = (idx_t)L::DR * ld;
+    l.kstep = L::KMAJ ? (idx_t)BK : (idx_t)BK * ld;
+    l.rows_left = nrows - row0 - l.r0;
+    l.cols_left = ncols - col0 - l.cc0 * 8;
+    l.soff = at_load_off<L>(l.r0, l.cc0);
+}
+
+/* K tile t (counted from the first) of l into the stage at dst; VEC: cp.async, else synchronous
+ * 16-bit loads (at_stage_chunk16). */
+template <bool VEC, class L> INLINE void at_load_stage(const L &l, const at_saddr dst, const int t)
+{
+    const unsigned short *q = l.p + t * l.kstep;
+    const int cl = l.cols_left - (L::KMAJ ? t * BK : 0), rl = l.rows_left - (L::KMAJ ? 0 : t * BK);
+    const int nc = L::EC ? MIN(MAX(cl, 0), 8) : 8; /* the same for all of this thread's chunks */
+    AT_UNROLL(L::NC)
+    for (int i = 0; i < L::NC; ++i) {
+        if (L::PART && l.r0 + i * L::DR >= L::ROWS) break; /* past the tile (small B tiles) */
+        const int n = L::ER && i * L::DR >= rl ? 0 : nc;
+        const int o = L::DR_ATOMS ? l.soff + at_load_off<L>(i * L::DR, 0)
+                                  : at_load_off<L>(l.r0 + i * L::DR, l.cc0);
+        at_stage_chunk16(dst + o, n > 0 ? q + i * l.rstep : l.g, n, VEC);
+    }
+}
+#if KTA
+typedef at_loader<BK, BM, 0, EDGE_K, KEDGE_M> at_load_a;
+#else
+typedef at_loader<BM, BK, 1, KEDGE_M, EDGE_K> at_load_a;
+#endif
+#if KTB
+typedef at_loader<BN, BK, 1, KEDGE_N, EDGE_K> at_load_b;
+#else
+typedef at_loader<BK, BN, 0, EDGE_K, KEDGE_N> at_load_b;
+static_assert(BN >= 64, "an MN-major B tile is made of 64-column swizzle atoms");
+#endif
 
 /* ---- accumulators ---------------------------------------------------------------------------- */
 
@@ -149,6 +262,199 @@ INLINE void at_fence_acc(float (&acc)[MT][NT][WN / 2])
             for (int r = 0; r < WN / 2; ++r)
                 at_fence_reg(acc[mt][nt][r]);
 }
+
+/* ---- the block's tile ------------------------------------------------------------------------ */
+
+/* The tile of C (tile row tm, column tn) of this block. The blocks start in the order of their
+ * linear index, dimension 0 (N) fastest; with GROUP_M = 1 block (x, y) takes tile (y, x), so
+ * the blocks of one wave cover a few tile rows and every column of B, which then streams from
+ * memory again each wave. GROUP_M > 1 walks bands of GROUP_M tile rows column by column (as
+ * Triton's grouped ordering does): a wave covers about GROUP_M rows and waves/GROUP_M columns,
+ * and the A and B panels it reads stay in L2. A bijection of the grid onto the tiles. */
+INLINE void at_block_tile(int &tm, int &tn)
+{
+#if GROUP_M > 1
+    const int gx = NUM_GROUPS(0), gy = NUM_GROUPS(1);
+    const int pid = GROUP_ID(0) + GROUP_ID(1) * gx, band = GROUP_M * gx;
+    const int first = pid / band * GROUP_M;    /* the band's first tile row */
+    const int rows = MIN(gy - first, GROUP_M); /* its tile rows (the last band may be short) */
+    tm = first + pid % band % rows;
+    tn = pid % band / rows;
+#else
+    tm = GROUP_ID(1);
+    tn = GROUP_ID(0);
+#endif
+}
+
+/* ---- the K loop ------------------------------------------------------------------------------ */
+
+/* acc = the block's K tiles [0, KT) of op(A) * op(B) through the ring at `ring`. VEC: the copies
+ * are cp.async, else synchronous loads (misaligned A/B/lda/ldb); the kernel picks one of the two
+ * loops once, so neither carries the other's instructions. */
+template <bool VEC>
+INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const at_load_b &lb,
+                        const at_saddr ring, const int KT, const int tid)
+{
+#define AT_SA(s) (ring + (s) * STAGE_BYTES)
+#define AT_SB(s) (ring + (s) * STAGE_BYTES + A_BYTES)
+    AT_UNROLL(STAGES - 2)
+    for (int s = 0; s < STAGES - 2; ++s) {
+        if (s < KT) {
+            at_load_stage<VEC>(la, AT_SA(s), s);
+            at_load_stage<VEC>(lb, AT_SB(s), s);
+        }
+        at_cp_commit();
+    }
+
+    /* the descriptors of stage 0, k 0; another stage or k step moves only their start address */
+    const int m_wg = (tid / 128) * WG_ROWS; /* this warpgroup's rows in the block tile */
+    at_desc da[MT], db[NT];
+    AT_UNROLL(MT)
+    for (int mt = 0; mt < MT; ++mt) da[mt] = AT_DESC_A(AT_SA(0), m_wg + mt * 64, 0);
+    AT_UNROLL(NT)
+    for (int nt = 0; nt < NT; ++nt) db[nt] = AT_DESC_B(AT_SB(0), nt * WN, 0);
+
+    AT_UNROLL(1)
+    for (int kt = 0; kt < KT; ++kt) {
+        at_cp_wait<STAGES - 3>(); /* this thread's copies of tile kt have landed */
+        at_fence_proxy_async();   /* ... and are visible to wgmma */
+        BARRIER();                /* everyone's; and every warpgroup retired tile kt-2 */
+        {
+            const int nk = kt + STAGES - 2;
+            if (nk < KT) {
+                at_load_stage<VEC>(la, AT_SA(nk % STAGES), nk);
+                at_load_stage<VEC>(lb, AT_SB(nk % STAGES), nk);
+            }
+            at_cp_commit();
+        }
+        const unsigned so = (kt % STAGES) * (STAGE_BYTES / 16); /* in 16-byte units */
+        at_fence_acc(acc);
+        at_wgmma_fence();
+        AT_UNROLL(BK / 16)
+        for (int kk = 0; kk < BK / 16; ++kk)
+            AT_UNROLL(MT)
+            for (int mt = 0; mt < MT; ++mt)
+                AT_UNROLL(NT)
+                for (int nt = 0; nt < NT; ++nt)
+                    at_wgmma<WN, KTA, 1 - KTB>(acc[mt][nt],
+                                             at_desc_add(da[mt], so + AT_KOFF_A(kk * 16) / 16),
+                                             at_desc_add(db[nt], so + AT_KOFF_B(kk * 16) / 16),
+                                             kt > 0 || kk > 0);
+        at_wgmma_commit();
+        at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
+    }
+    at_wgmma_wait<0>();
+    at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
+#undef AT_SA
+#undef AT_SB
+}
+
+#if LOAD >= 1
+/* ---- the K loop fed by TMA (LOAD = 1, 2) ----------------------------------------------------- */
+
+/* The tensor maps the host builds for LOAD = 1 (in the kernel's view, docs/cuda.md): a K-major
+ * operand is a {K, rows} tensor read in one box {KSW, rows} per stage (KSW*2 bytes = the
+ * swizzle span, as at_off_k lays it out); an MN-major one a {rows, K} tensor read in boxes
+ * {64, BK}, box j landing 64 columns on (at_off_mn's blocks). Out of bounds is zero, and the
+ * bytes still count, so every stage expects STAGE_BYTES. */
+#if KTA
+#define AT_TMA_A(dst, k0, bar)                                                                     \
+    for (int j = 0; j < BM / 64; ++j)                                                              \
+    at_tma_load_2d((dst) + j * (BK * 128), &tma_a, bm + 64 * j, (k0), (bar))
+#else
+#define AT_TMA_A(dst, k0, bar) at_tma_load_2d((dst), &tma_a, (k0), bm, (bar))
+#endif
+#if KTB
+#define AT_TMA_B(dst, k0, bar) at_tma_load_2d((dst), &tma_b, (k0), bn, (bar))
+#else
+#define AT_TMA_B(dst, k0, bar)                                                                     \
+    for (int j = 0; j < BN / 64; ++j)                                                              \
+    at_tma_load_2d((dst) + j * (BK * 128), &tma_b, bn + 64 * j, (k0), (bar))
+#endif
+
+/* The ring's barriers, after its stages: full[s] (one arrival, the producer's expect_tx, plus
+ * the copies' bytes) and empty[s] (every consumer thread, once the MMAs that read stage s have
+ * retired). Tile t uses stage t % STAGES in lap t / STAGES (cuda_tma.h). */
+#define AT_FULL(ring, s)  ((ring) + STAGES * STAGE_BYTES + 8 * (s))
+#define AT_EMPTY(ring, s) ((ring) + STAGES * STAGE_BYTES + 8 * (STAGES + (s)))
+
+INLINE void at_tma_init(const at_saddr ring, const int tid)
+{
+    if (tid == 0) {
+        AT_UNROLL(STAGES)
+        for (int s = 0; s < STAGES; ++s) {
+            at_mbar_init(AT_FULL(ring, s), 1);
+            at_mbar_init(AT_EMPTY(ring, s), CONSUMERS);
+        }
+        at_fence_mbar_init();
+    }
+    BARRIER();
+}
+
+/* The producer's step: K tile t (of this block's) into its stage, once the consumers released
+ * the stage's previous lap. One thread. */
+INLINE void at_tma_issue(const at_tmap &tma_a, const at_tmap &tma_b, const at_saddr ring,
+                         const int bm, const int bn, const int kt0, const int t)
+{
+    const int s = t % STAGES;
+    at_mbar_wait(AT_EMPTY(ring, s), ((t / STAGES) & 1) ^ 1);
+    at_mbar_arrive_expect_tx(AT_FULL(ring, s), STAGE_BYTES);
+    AT_TMA_A(ring + s * STAGE_BYTES, (kt0 + t) * BK, AT_FULL(ring, s));
+    AT_TMA_B(ring + s * STAGE_BYTES + A_BYTES, (kt0 + t) * BK, AT_FULL(ring, s));
+}
+
+/* acc = the block's K tiles [kt0, kt0 + KT) from the TMA ring at `ring` (at_tma_init done).
+ * LOAD = 1: thread 0 also produces, STAGES - 1 tiles ahead; LOAD = 2: a producer warpgroup of
+ * its own does (the kernel). */
+INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
+                            const at_tmap &tma_b, const at_saddr ring, const int bm, const int bn,
+                            const int kt0, const int KT, const int tid)
+{
+#if LOAD == 1
+    if (tid == 0)
+        for (int t = 0; t < MIN(STAGES - 1, KT); ++t)
+            at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, t);
+#else
+    (void)tma_a, (void)tma_b, (void)bm, (void)bn, (void)kt0;
+#endif
+    const int m_wg = (tid / 128) * WG_ROWS;
+    at_desc da[MT], db[NT];
+    AT_UNROLL(MT)
+    for (int mt = 0; mt < MT; ++mt) da[mt] = AT_DESC_A(ring, m_wg + mt * 64, 0);
+    AT_UNROLL(NT)
+    for (int nt = 0; nt < NT; ++nt) db[nt] = AT_DESC_B(ring + A_BYTES, nt * WN, 0);
+
+    AT_UNROLL(1)
+    for (int kt = 0; kt < KT; ++kt) {
+        at_mbar_wait(AT_FULL(ring, kt % STAGES), (kt / STAGES) & 1); /* tile kt has landed */
+        const unsigned so = (kt % STAGES) * (STAGE_BYTES / 16);
+        at_fence_acc(acc);
+        at_wgmma_fence();
+        AT_UNROLL(BK / 16)
+        for (int kk = 0; kk < BK / 16; ++kk)
+            AT_UNROLL(MT)
+            for (int mt = 0; mt < MT; ++mt)
+                AT_UNROLL(NT)
+                for (int nt = 0; nt < NT; ++nt)
+                    at_wgmma<WN, KTA, 1 - KTB>(acc[mt][nt],
+                                               at_desc_add(da[mt], so + AT_KOFF_A(kk * 16) / 16),
+                                               at_desc_add(db[nt], so + AT_KOFF_B(kk * 16) / 16),
+                                               kt > 0 || kk > 0);
+        at_wgmma_commit();
+        at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: release its stage */
+        if (kt > 0) at_mbar_arrive(AT_EMPTY(ring, (kt - 1) % STAGES));
+#if LOAD == 1
+        if (tid == 0 && kt + STAGES - 1 < KT)
+            at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, kt + STAGES - 1);
+#endif
+    }
+    at_wgmma_wait<0>();
+}
+#undef AT_TMA_A
+#undef AT_TMA_B
+#undef AT_FULL
+#undef AT_EMPTY
+#endif
 
 /* ---- epilogue ------------------------------------------------------------------------------- */
 
@@ -167,14 +473,28 @@ template <typename F> INLINE void at_for_pairs(const int tid, F f)
                   nt * WN + (r / 4) * 8 + (lane % 4) * 2);
 }
 
-/* C(i, j) = v0 (+ beta*C), C(i, j+1) = v1 (+ beta*C) where inside M x N; v already scaled. */
+/* *p = v (+ beta * *p) */
+INLINE void at_store1(unsigned short *p, float v, const float beta)
+{
+    if (beta != 0.0f) v += beta * at_to_f32(*p);
+    *p = at_from_f32(v);
+}
+
+/* The kernel's C(i, j) = v0 (+ beta*C), C(i, j+1) = v1 (+ beta*C) where inside its M x N; v
+ * already scaled. Without SWAP that is C[i*ldc + j] and the next element (one 32-bit access
+ * when cvec); with SWAP, C[j*ldc + i] and C[(j+1)*ldc + i]. */
 INLINE void at_store_pair(unsigned short *C, const int ldc, const int M, const int N,
                           const int i, const int j, float v0, float v1, const float beta,
                           const bool cvec)
 {
-    if ((EDGE_M && i >= M) || (EDGE_N && j >= N)) return;
+    if ((KEDGE_M && i >= M) || (KEDGE_N && j >= N)) return;
+#if SWAP
+    (void)cvec;
+    at_store1(C + ((idx_t)j * ldc + i), v0, beta);
+    if (!KEDGE_N || j + 1 < N) at_store1(C + ((idx_t)(j + 1) * ldc + i), v1, beta);
+#else
     unsigned short *p = C + ((idx_t)i * ldc + j);
-    if (!EDGE_N || j + 1 < N) {
+    if (!KEDGE_N || j + 1 < N) {
         if (cvec) {
             unsigned *q = (unsigned *)p;
             if (beta != 0.0f) {
@@ -185,15 +505,21 @@ INLINE void at_store_pair(unsigned short *C, const int ldc, const int M, const i
             *q = (unsigned)at_from_f32(v0) | ((unsigned)at_from_f32(v1) << 16);
             return;
         }
-        if (beta != 0.0f) v1 += beta * at_to_f32(p[1]);
-        p[1] = at_from_f32(v1);
+        at_store1(p + 1, v1, beta);
     }
-    if (beta != 0.0f) v0 += beta * at_to_f32(p[0]);
-    p[0] = at_from_f32(v0);
+    at_store1(p, v0, beta);
+#endif
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
-KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha, const float beta,
+/* setmaxnreg needs a register cap at entry: 64 K registers over THREADS, one block per SM */
+#if LOAD == 2 && !defined(AT_PTX_EMULATE) && !defined(AT_MAX_THREADS)
+#define AT_BOUNDS __launch_bounds__(THREADS, 1)
+#else
+#define AT_BOUNDS
+#endif
+KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const float alpha,
+                       const float beta,
                        const unsigned short *__restrict__ A, const int lda,
                        const unsigned short *__restrict__ B, const int ldb, unsigned short *C,
                        const int ldc
@@ -201,11 +527,24 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
                        ,
                        float *ws
 #endif
+#if LOAD >= 1
+                       ,
+                       const AT_GRID_CONSTANT at_tmap tma_a, const AT_GRID_CONSTANT at_tmap tma_b
+#endif
 )
 {
     AT_DYN_SMEM(at_dsmem);
     const int tid = LOCAL_ID(0);
-    const int bm = GROUP_ID(1) * BM, bn = GROUP_ID(0) * BN;
+#if SWAP
+    const int km = N, kn = M, klda = ldb, kldb = lda;
+    const unsigned short *ka = B, *kb = A;
+#else
+    const int km = M, kn = N, klda = lda, kldb = ldb;
+    const unsigned short *ka = A, *kb = B;
+#endif
+    int tm, tn;
+    at_block_tile(tm, tn);
+    const int bm = tm * BM, bn = tn * BN;
 
     /* K tiles of this block: all, or its split's share */
     const int KT_ALL = (K + BK - 1) / BK;
@@ -217,114 +556,94 @@ KERNEL void gemm_wgmma(const int M, const int N, const int K, const float alpha,
     const int kt0 = 0, KT = KT_ALL;
 #endif
 
-    /* the same in every thread and block: a uniform branch */
+    /* the same in every thread and block: a uniform branch, taken once outside the K loop */
     const bool vec = ((lda | ldb) & 7) == 0 &&
                      (((unsigned long long)A | (unsigned long long)B) & 15) == 0;
 
     /* the ring, aligned to the 1024-byte swizzle atoms (the launch adds 1024 bytes for this) */
     const at_saddr ring = (at_smem_addr(at_dsmem) + 1023u) & ~1023u;
-#define AT_SA(s) (ring + (s) * STAGE_BYTES)
-#define AT_SB(s) (ring + (s) * STAGE_BYTES + A_BYTES)
 
-    /* stage s <- K tile kt (absolute) */
-#if TA
-#define AT_STAGE_A(s, kt)                                                                          \
-    at_stage<BK, BM, 0, EDGE_K, EDGE_M>(AT_SA(s), A, lda, (kt) * BK, bm, K, M, tid, vec)
+    at_load_a la;
+    at_load_b lb;
+#if KTA
+    at_load_init(la, ka, klda, kt0 * BK, bm, K, km, tid);
 #else
-#define AT_STAGE_A(s, kt)                                                                          \
-    at_stage<BM, BK, 1, EDGE_M, EDGE_K>(AT_SA(s), A, lda, bm, (kt) * BK, M, K, tid, vec)
+    at_load_init(la, ka, klda, bm, kt0 * BK, km, K, tid);
 #endif
-#if TB
-#define AT_STAGE_B(s, kt)                                                                          \
-    at_stage<BN, BK, 1, EDGE_N, EDGE_K>(AT_SB(s), B, ldb, bn, (kt) * BK, N, K, tid, vec)
+#if KTB
+    at_load_init(lb, kb, kldb, bn, kt0 * BK, kn, K, tid);
 #else
-#define AT_STAGE_B(s, kt)                                                                          \
-    at_stage<BK, BN, 0, EDGE_K, EDGE_N>(AT_SB(s), B, ldb, (kt) * BK, bn, K, N, tid, vec)
+    at_load_init(lb, kb, kldb, kt0 * BK, bn, K, kn, tid);
 #endif
-
-    AT_UNROLL(STAGES - 2)
-    for (int s = 0; s < STAGES - 2; ++s) {
-        if (s < KT) {
-            AT_STAGE_A(s, kt0 + s);
-            AT_STAGE_B(s, kt0 + s);
-        }
-        at_cp_commit();
-    }
 
     /* Not zeroed: the first MMAs overwrite them (acc_in = 0). Zeroing them here makes ptxas
      * serialize the wgmma pipeline (C7515) in many configurations. With no K tile at all (an
      * empty split) they are never read. */
-    float acc[MT][NT][WN / 2];
-
-    const int m_wg = (tid / 128) * WG_ROWS; /* this warpgroup's rows in the block tile */
-
-    AT_UNROLL(1)
-    for (int kt = 0; kt < KT; ++kt) {
-        at_cp_wait<STAGES - 3>(); /* this thread's copies of tile kt have landed */
-        at_fence_proxy_async();   /* ... and are visible to wgmma */
-        BARRIER();                /* everyone's; and every warpgroup retired tile kt-2 */
-        {
-            const int nk = kt + STAGES - 2;
-            if (nk < KT) {
-                AT_STAGE_A(nk % STAGES, kt0 + nk);
-                AT_STAGE_B(nk % STAGES, kt0 + nk);
-            }
-            at_cp_commit();
-        }
-        const int st = kt % STAGES;
-        at_fence_acc(acc);
-        at_wgmma_fence();
-        AT_UNROLL(BK / 16)
-        for (int kk = 0; kk < BK / 16; ++kk)
-            AT_UNROLL(MT)
-            for (int mt = 0; mt < MT; ++mt)
-                AT_UNROLL(NT)
-                for (int nt = 0; nt < NT; ++nt)
-                    at_wgmma<WN, TA, 1 - TB>(acc[mt][nt],
-                                             AT_DESC_A(AT_SA(st), m_wg + mt * 64, kk * 16),
-                                             AT_DESC_B(AT_SB(st), nt * WN, kk * 16),
-                                             kt > 0 || kk > 0);
-        at_wgmma_commit();
-        at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
+#if LOAD >= 1
+    (void)vec;
+    (void)la;
+    (void)lb;
+    at_tma_init(ring, tid);
+#if LOAD == 2
+    /* warp specialization: the last warpgroup only loads, one thread issuing every tile once
+     * its stage is released, and gives its registers to the consumers; it leaves here, so
+     * none of the code after this branch has to fit its 40 registers */
+    if (tid >= CONSUMERS) {
+        at_setmaxnreg_dec<40>();
+        if (tid == CONSUMERS)
+            for (int t = 0; t < KT; ++t) at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, t);
+        return;
     }
-    at_wgmma_wait<0>();
-    at_cp_wait<0>(); /* only empty groups remain; keeps the exit clean */
+    at_setmaxnreg_inc<232>(); /* 2 x 128 x 232 + 128 x 40 <= 64 K registers */
+#endif
+#endif
+    float acc[MT][NT][WN / 2];
+#if LOAD >= 1
+    at_mainloop_tma(acc, tma_a, tma_b, ring, bm, bn, kt0, KT, tid);
+#else
+    if (vec)
+        at_mainloop<true>(acc, la, lb, ring, KT, tid);
+    else
+        at_mainloop<false>(acc, la, lb, ring, KT, tid);
+#endif
     at_fence_acc(acc);
-#undef AT_STAGE_A
-#undef AT_STAGE_B
-#undef AT_SA
-#undef AT_SB
 
     const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;
 #if SPLITK > 1
     /* Add the partial tile into the workspace; the last split to arrive finishes the tile. */
-    const int tile = GROUP_ID(0) + GROUP_ID(1) * NUM_GROUPS(0);
+    const int tile = tn + tm * NUM_GROUPS(0);
     float *part = ws + (idx_t)tile * (BM * BN);
     int *count = (int *)(ws + (idx_t)NUM_GROUPS(0) * NUM_GROUPS(1) * (BM * BN)) + tile;
     at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
-        if (KT == 0 || (EDGE_M && bm + i >= M) || (EDGE_N && bn + j >= N)) return;
+        if (KT == 0 || (KEDGE_M && bm + i >= km) || (KEDGE_N && bn + j >= kn)) return;
         at_red_add(part + i * BN + j, acc[mt][nt][r]);
         at_red_add(part + i * BN + j + 1, acc[mt][nt][r + 1]);
     });
     at_fence_device(); /* this thread's adds are visible device-wide before it counts in */
     LOCAL int last;
-    BARRIER();
+#if LOAD == 2
+#define AT_EPI_BARRIER() at_bar_sync<1, CONSUMERS>() /* the producer has left */
+#else
+#define AT_EPI_BARRIER() BARRIER()
+#endif
+    AT_EPI_BARRIER();
     if (tid == 0) last = at_count_in(count) == SPLITK - 1;
-    BARRIER();
+    AT_EPI_BARRIER();
+#undef AT_EPI_BARRIER
     if (!last) return;
     at_fence_device(); /* the other splits' adds are visible to the reads below */
     at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
         (void)mt;
         (void)nt;
         (void)r;
-        if ((EDGE_M && bm + i >= M) || (EDGE_N && bn + j >= N)) return;
+        if ((KEDGE_M && bm + i >= km) || (KEDGE_N && bn + j >= kn)) return;
         const float v0 = at_take(part + i * BN + j), v1 = at_take(part + i * BN + j + 1);
-        at_store_pair(C, ldc, M, N, bm + i, bn + j, alpha * v0, alpha * v1, beta, cvec);
+        at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * v0, alpha * v1, beta, cvec);
     });
     if (tid == 0) at_count_reset(count);
 #else
     at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
-        at_store_pair(C, ldc, M, N, bm + i, bn + j, alpha * acc[mt][nt][r],
+        at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * acc[mt][nt][r],
                       alpha * acc[mt][nt][r + 1], beta, cvec);
     });
 #endif

@@ -171,6 +171,12 @@ at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const i
         at_space_value(s, cfg, "k", &c.k);
         at_space_value(s, cfg, "BM", &c.bm);
         at_space_value(s, cfg, "BN", &c.bn);
+        int64_t swap = 0; /* gemm_wgmma's SWAP: BM covers n and BN covers m */
+        if (at_space_value(s, cfg, "SWAP", &swap) == AT_OK && swap) {
+            const int64_t t = c.bm;
+            c.bm = c.bn;
+            c.bn = t;
+        }
         if (at_space_value(s, cfg, "BK", &c.bk) != AT_OK) c.bk = 1;
         if (at_space_value(s, cfg, "VW", &c.vw) != AT_OK) c.vw = 1;
         const at_cost_block b = at_cost_block_of(s, cfg);

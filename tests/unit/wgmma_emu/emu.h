@@ -14,7 +14,9 @@
  * the same moment: at issue, or through pointers at the wait (registers changed before the wait
  * show as wrong data). Warpgroup-collective operations (register-A wgmma, whose A rows are
  * spread over the warpgroup's threads) and warp shuffles meet at per-warpgroup and per-warp
- * barriers. Included once per kernel instance, before the template, with the tuning parameters
+ * barriers. mbarriers (phases, pending arrivals, transaction bytes) and TMA box copies (swizzle,
+ * zero fill) complete at issue or only when a thread waits on their barrier, by the same mode.
+ * Included once per kernel instance, before the template, with the tuning parameters
  * defined. */
 #ifndef AT_WGMMA_EMU_H
 #define AT_WGMMA_EMU_H
@@ -25,7 +27,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "../emu_f16.h" /* to_f32, from_f32 */
@@ -33,8 +38,40 @@
 namespace at_emu
 {
 
+/* A 2-D tensor map as cuTensorMapEncodeTiled describes one: dimension 0 innermost. */
+struct tmap {
+    const void *base;
+    int dim0, dim1;     /* elements */
+    long long stride1;  /* bytes between rows (dimension 1) */
+    int box0, box1;     /* the box, elements */
+    int esize, swizzle; /* element bytes; swizzle span in bytes (0: none, 32, 64, 128) */
+};
+struct tma_op {
+    unsigned dst, bar;
+    tmap map;
+    int c0, c1;
+};
+/* An mbarrier: arrivals expected per phase, still pending, transaction bytes outstanding, the
+ * phase number; copies that complete on it, not yet performed (copies late). */
+struct mbar {
+    int count, pending, phase;
+    long long tx;
+    std::vector<tma_op> queued;
+};
+
 struct block {
     std::vector<unsigned char> smem; /* the block's shared memory; address = offset */
+    std::mutex mbar_mu;
+    std::map<unsigned, mbar> mbars; /* by shared address */
+    /* start addresses of the operands of MMAs issued and not yet performed (MMAs at wait):
+     * a TMA write over one of them is a stage refilled while its MMAs may still read it */
+    std::mutex mma_mu;
+    std::multiset<unsigned> mma_reads;
+    /* the shared bytes [first, second) TMA refilled after a wait on a barrier: what an
+     * arrival on that barrier releases (an arrival with MMAs on them pending is early) */
+    std::map<unsigned, std::pair<unsigned, unsigned>> guards;
+    std::mutex named_mu;
+    std::map<int, std::unique_ptr<std::barrier<>>> named; /* bar.sync ID, N (ID > 0) */
     std::barrier<> *bar;
     int group[3], groups[3];
     /* warp-collective operations, set up by collectives(): one barrier per warp and per
@@ -57,6 +94,7 @@ struct mma_op {
     const unsigned *a;  /* register A (rs): the thread's 4 registers, read when performed */
     unsigned a_copy[4]; /* ... as they were at issue */
     int rs;
+    int pending; /* queued: its operands are in the block's mma_reads until performed */
 };
 
 extern bool copy_at_issue; /* true: cp.async at issue, wgmma at wait; false: the reverse */
@@ -67,12 +105,19 @@ extern thread_local std::vector<std::vector<cp_op>> cp_groups;
 extern thread_local std::vector<cp_op> cp_open;
 extern thread_local std::vector<std::vector<mma_op>> mma_groups;
 extern thread_local std::vector<mma_op> mma_open;
+extern thread_local unsigned last_wait; /* the barrier this thread waited on last */
 
 void violation(const char *what);
 unsigned char *smem_at(unsigned addr, unsigned bytes); /* bounds-checked */
 void do_copy(const cp_op &c);
 void do_mma(const mma_op &m);
 float operand(unsigned long long desc, int mn, int k, int mn_major, int dt);
+void mbar_init(unsigned bar, unsigned count);
+void mbar_arrive(unsigned bar, unsigned tx_bytes); /* one arrival, expecting tx_bytes more */
+void mbar_wait(unsigned bar, unsigned parity);
+void tma_load(const tma_op &op);
+void mma_queue(mma_op m); /* an MMA performed at its wait */
+void bar_sync(int id, int n);
 float shfl_xor(float v, int mask);
 
 /* commit_group: the open operations become the newest group */
@@ -149,22 +194,39 @@ template <int N> INLINE void at_wgmma_wait()
 template <int N, int TRA, int TRB>
 INLINE void at_wgmma(float *d, unsigned long long da, unsigned long long db, int acc_in)
 {
-    at_emu::mma_op m = {d, da, db, N, TRA, TRB, DT, acc_in, nullptr, {}, 0};
+    at_emu::mma_op m = {d, da, db, N, TRA, TRB, DT, acc_in, nullptr, {}, 0, 0};
     if (!at_emu::copy_at_issue)
         at_emu::do_mma(m);
     else
-        at_emu::mma_open.push_back(m);
+        at_emu::mma_queue(m);
 }
 template <int N, int TRB>
 INLINE void at_wgmma_rs(float *d, const unsigned *a, unsigned long long db, int acc_in)
 {
-    at_emu::mma_op m = {d, 0, db, N, 0, TRB, DT, acc_in, a, {a[0], a[1], a[2], a[3]}, 1};
+    at_emu::mma_op m = {d, 0, db, N, 0, TRB, DT, acc_in, a, {a[0], a[1], a[2], a[3]}, 1, 0};
     if (!at_emu::copy_at_issue) {
         m.a = m.a_copy;
         at_emu::do_mma(m);
     } else {
         at_emu::mma_open.push_back(m);
     }
+}
+typedef at_emu::tmap at_tmap;
+#define AT_GRID_CONSTANT
+INLINE void at_mbar_init(at_saddr bar, unsigned count) { at_emu::mbar_init(bar, count); }
+INLINE void at_fence_mbar_init() {}
+template <int N> INLINE void at_setmaxnreg_inc() {}
+template <int N> INLINE void at_setmaxnreg_dec() {}
+template <int ID, int N> INLINE void at_bar_sync() { at_emu::bar_sync(ID, N); }
+INLINE void at_mbar_arrive(at_saddr bar) { at_emu::mbar_arrive(bar, 0); }
+INLINE void at_mbar_arrive_expect_tx(at_saddr bar, unsigned bytes)
+{
+    at_emu::mbar_arrive(bar, bytes);
+}
+INLINE void at_mbar_wait(at_saddr bar, unsigned parity) { at_emu::mbar_wait(bar, parity); }
+INLINE void at_tma_load_2d(at_saddr dst, const at_tmap *map, int c0, int c1, at_saddr bar)
+{
+    at_emu::tma_load({dst, bar, *map, c0, c1});
 }
 INLINE float at_shfl_xor(float v, int mask) { return at_emu::shfl_xor(v, mask); }
 INLINE float at_exp2(float x) { return std::exp2(x); }

@@ -13,10 +13,21 @@ namespace
 
 void run(const at_emu_args &a)
 {
-    const int groups[3] = {(a.n + BN - 1) / BN, (a.m + BM - 1) / BM, SPLITK};
+    const int km = SWAP ? a.n : a.m, kn = SWAP ? a.m : a.n; /* the kernel's view (SWAP) */
+    const int groups[3] = {(kn + BN - 1) / BN, (km + BM - 1) / BM, SPLITK};
     std::barrier<> bar(THREADS);
     at_emu::block b;
-    b.smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 + 16); /* the launch's bytes, + 16 static */
+    /* the launch's bytes (the ring, its alignment, LOAD's barriers), + 16 static */
+    b.smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 + (LOAD >= 1 ? 16 * STAGES : 0) + 16);
+#if LOAD >= 1
+    /* the tensor maps the host would build, in the kernel's view (docs/cuda.md) */
+    const unsigned short *ka = SWAP ? a.B : a.A, *kb = SWAP ? a.A : a.B;
+    const int klda = SWAP ? a.ldb : a.lda, kldb = SWAP ? a.lda : a.ldb;
+    const at_tmap tma_a = KTA ? at_tmap{ka, km, a.k, klda * 2LL, 64, BK, 2, 128}
+                              : at_tmap{ka, a.k, km, klda * 2LL, KSW, BM, 2, KSW * 2};
+    const at_tmap tma_b = KTB ? at_tmap{kb, a.k, kn, kldb * 2LL, KSW, BN, 2, KSW * 2}
+                              : at_tmap{kb, kn, a.k, kldb * 2LL, 64, BK, 2, 128};
+#endif
     b.bar = &bar;
     std::vector<std::thread> threads;
     for (int t = 0; t < THREADS; t++)
@@ -39,6 +50,10 @@ void run(const at_emu_args &a)
                                    ,
                                    a.ws
 #endif
+#if LOAD >= 1
+                                   ,
+                                   tma_a, tma_b
+#endif
                         );
                         if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty() ||
                             !at_emu::mma_groups.empty() || !at_emu::mma_open.empty())
@@ -52,7 +67,8 @@ void run(const at_emu_args &a)
     for (std::thread &t : threads) t.join();
 }
 
-const at_emu_kernel self = {BM, BN, BK, WN, WGS, STAGES, SPLITK, TA, TB, DT, run};
+const at_emu_kernel self = {BM, BN, BK, WN,      WGS,  STAGES, SPLITK,
+                            TA, TB, DT, GROUP_M, SWAP, LOAD,   run};
 const bool registered = at_emu_register(&self);
 
 } // namespace

@@ -3,9 +3,11 @@
 #define AT_EMU_MACHINE_ONLY
 #include "emu.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <thread>
 
 /* ---- the emulated machine ------------------------------------------------------------------- */
 namespace at_emu
@@ -19,6 +21,7 @@ thread_local std::vector<std::vector<cp_op>> cp_groups;
 thread_local std::vector<cp_op> cp_open;
 thread_local std::vector<std::vector<mma_op>> mma_groups;
 thread_local std::vector<mma_op> mma_open;
+thread_local unsigned last_wait = ~0u;
 static std::mutex fail_mu;
 
 void violation(const char *what)
@@ -83,8 +86,26 @@ float operand(unsigned long long desc, int mn, int k, int mn_major, int dt)
  * GMMA::ALayout_64x16, thread (4,8,4):(128,1,16), value (2,2,2):(64,8,512) over a 64 x 16
  * column-major A. Every thread of the warpgroup publishes its register pointer, so the
  * operation is warpgroup-collective here as it is on the device (.sync.aligned). */
+static unsigned desc_start(unsigned long long desc) { return (unsigned)(desc & 0x3fff) << 4; }
+
+void mma_queue(mma_op m)
+{
+    m.pending = 1;
+    {
+        std::lock_guard<std::mutex> g(blk->mma_mu);
+        if (!m.rs) blk->mma_reads.insert(desc_start(m.da));
+        blk->mma_reads.insert(desc_start(m.db));
+    }
+    mma_open.push_back(m);
+}
+
 void do_mma(const mma_op &m)
 {
+    if (m.pending) {
+        std::lock_guard<std::mutex> g(blk->mma_mu);
+        if (!m.rs) blk->mma_reads.erase(blk->mma_reads.find(desc_start(m.da)));
+        blk->mma_reads.erase(blk->mma_reads.find(desc_start(m.db)));
+    }
     const int t = tid % 128;
     float a[64][16], b[256][16]; /* the operands, read once per instance of a row/column */
     bool have_a[64] = {}, have_b[256] = {};
@@ -118,6 +139,173 @@ void do_mma(const mma_op &m)
         for (int k = 0; k < 16; k++) s += a[row][k] * b[col][k];
         m.d[r] = m.acc_in ? m.d[r] + s : s;
     }
+}
+
+/* ---- mbarriers and TMA (PTX ISA "Parallel Synchronization and Communication Instructions:
+ * mbarrier", "cp.async.bulk.tensor"; the tensor map fields of cuTensorMapEncodeTiled) ---- */
+
+/* The phase completes when no arrival is pending and no transaction byte outstanding; the next
+ * one starts expecting `count` arrivals. Called with the block's mbar_mu held. */
+static void mbar_check(mbar &b)
+{
+    if (b.pending == 0 && b.tx == 0) {
+        b.phase++;
+        b.pending = b.count;
+    }
+}
+
+static mbar *mbar_find(unsigned bar)
+{
+    auto it = blk->mbars.find(bar);
+    if (it == blk->mbars.end()) {
+        violation("mbarrier used before mbarrier.init");
+        return nullptr;
+    }
+    return &it->second;
+}
+
+void mbar_init(unsigned bar, unsigned count)
+{
+    if (bar & 7) violation("mbarrier: misaligned");
+    smem_at(bar, 8); /* in bounds */
+    std::lock_guard<std::mutex> g(blk->mbar_mu);
+    blk->mbars[bar] = mbar{(int)count, (int)count, 0, 0, {}};
+}
+
+/* Whether one of this thread's MMAs not yet performed reads shared memory in [lo, hi). */
+static bool mma_pending_in(unsigned lo, unsigned hi)
+{
+    const auto in = [&](unsigned long long d) {
+        const unsigned a = desc_start(d);
+        return a >= lo && a < hi;
+    };
+    for (const auto &grp : mma_groups)
+        for (const mma_op &m : grp)
+            if ((!m.rs && in(m.da)) || in(m.db)) return true;
+    for (const mma_op &m : mma_open)
+        if ((!m.rs && in(m.da)) || in(m.db)) return true;
+    return false;
+}
+
+void mbar_arrive(unsigned bar, unsigned tx_bytes)
+{
+    if (tx_bytes == 0) { /* a consumer's release: none of its MMAs may still read the stage */
+        std::pair<unsigned, unsigned> r(0, 0);
+        {
+            std::lock_guard<std::mutex> g(blk->mbar_mu);
+            auto it = blk->guards.find(bar);
+            if (it != blk->guards.end()) r = it->second;
+        }
+        if (r.second > r.first && mma_pending_in(r.first, r.second))
+            violation("mbarrier arrival releases a stage that issued MMAs may still read");
+    }
+    std::lock_guard<std::mutex> g(blk->mbar_mu);
+    mbar *b = mbar_find(bar);
+    if (!b) return;
+    if (b->pending <= 0) violation("mbarrier: more arrivals than expected in a phase");
+    b->tx += tx_bytes;
+    b->pending--;
+    mbar_check(*b);
+}
+
+/* The box copy itself: row r, element c of the box from tensor element (c0 + c, c1 + r), zero
+ * outside the tensor, to dst + (r * box0 + c) * esize with the swizzle applied to the absolute
+ * shared address (as wgmma reads it), then the bytes complete on the barrier. */
+static void tma_perform(const tma_op &op)
+{
+    const tmap &m = op.map;
+    for (int r = 0; r < m.box1; r++)
+        for (int c = 0; c < m.box0; c++) {
+            const int x = op.c0 + c, y = op.c1 + r;
+            unsigned addr = op.dst + (unsigned)((r * m.box0 + c) * m.esize);
+            if (m.swizzle) addr ^= ((addr >> 7) & (unsigned)(m.swizzle / 16 - 1)) << 4;
+            unsigned char *d = smem_at(addr, (unsigned)m.esize);
+            if (x >= 0 && x < m.dim0 && y >= 0 && y < m.dim1)
+                memcpy(d, (const unsigned char *)m.base + y * m.stride1 + (long long)x * m.esize,
+                       (size_t)m.esize);
+            else
+                memset(d, 0, (size_t)m.esize);
+        }
+}
+
+void tma_load(const tma_op &op)
+{
+    const tmap &m = op.map;
+    if ((op.dst & 127) || (m.swizzle && (op.dst & 1023)))
+        violation("cp.async.bulk.tensor: shared destination misaligned for the swizzle");
+    if (m.swizzle && m.box0 * m.esize != m.swizzle)
+        violation("cp.async.bulk.tensor: box rows must span the swizzle here");
+    if (m.stride1 % 16 || ((uintptr_t)m.base & 15))
+        violation("tensor map: base or row stride not 16-byte aligned");
+    if (copy_at_issue) {
+        const unsigned bytes = (unsigned)(m.box0 * m.box1 * m.esize);
+        std::lock_guard<std::mutex> g(blk->mma_mu);
+        auto it = blk->mma_reads.lower_bound(op.dst);
+        if (it != blk->mma_reads.end() && *it < op.dst + bytes)
+            violation("TMA refills shared memory that issued MMAs may still read");
+    }
+    std::lock_guard<std::mutex> g(blk->mbar_mu);
+    if (last_wait != ~0u) { /* the barrier the issuer waited on guards what it now refills */
+        auto it = blk->guards.find(last_wait);
+        const unsigned end = op.dst + (unsigned)(m.box0 * m.box1 * m.esize);
+        if (it == blk->guards.end())
+            blk->guards[last_wait] = {op.dst, end};
+        else
+            it->second = {std::min(it->second.first, op.dst), std::max(it->second.second, end)};
+    }
+    mbar *b = mbar_find(op.bar);
+    if (!b) return;
+    if (copy_at_issue) {
+        tma_perform(op);
+        b->tx -= (long long)m.box0 * m.box1 * m.esize;
+        mbar_check(*b);
+    } else {
+        b->queued.push_back(op);
+    }
+}
+
+void mbar_wait(unsigned bar, unsigned parity)
+{
+    last_wait = bar;
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> g(blk->mbar_mu);
+            mbar *b = mbar_find(bar);
+            if (!b) return;
+            if ((unsigned)(b->phase & 1) != (parity & 1)) return; /* that phase completed */
+            /* copies late: they land only now, when the phase cannot complete without them (a
+             * phase that completed without counting a copy's bytes does not wait for it) */
+            for (const tma_op &op : b->queued) {
+                tma_perform(op);
+                b->tx -= (long long)op.map.box0 * op.map.box1 * op.map.esize;
+            }
+            if (!b->queued.empty()) {
+                b->queued.clear();
+                mbar_check(*b);
+            }
+            if ((unsigned)(b->phase & 1) != (parity & 1)) return; /* that phase completed */
+        }
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+            /* a protocol error: nobody will complete this phase */
+            violation("mbarrier wait never completes (wrong parity or a missing arrival)");
+            return;
+        }
+        std::this_thread::yield();
+    }
+}
+
+/* bar.sync id, n: the barrier is made for n threads the first time it is met. */
+void bar_sync(int id, int n)
+{
+    std::barrier<> *b;
+    {
+        std::lock_guard<std::mutex> g(blk->named_mu);
+        auto &slot = blk->named[id];
+        if (!slot) slot = std::make_unique<std::barrier<>>(n);
+        b = slot.get();
+    }
+    b->arrive_and_wait();
 }
 
 /* shfl.sync.bfly: every lane of the warp calls it; lane l gets the value of lane l ^ mask. */

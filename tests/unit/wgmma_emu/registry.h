@@ -16,7 +16,7 @@ struct at_emu_args {
 };
 
 struct at_emu_kernel {
-    int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt;
+    int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt, group_m, swap, load;
     void (*run)(const at_emu_args &);
 };
 

@@ -247,7 +247,7 @@ static void test_register_a_fragment(void **state)
                 }
                 a[r] = h[0] | h[1] << 16;
             }
-            at_emu::mma_op m = {&out[t * 32], 0, db, 64, 0, 1, 0, 0, a, {}, 1};
+            at_emu::mma_op m = {&out[t * 32], 0, db, 64, 0, 1, 0, 0, a, {}, 1, 0};
             at_emu::do_mma(m);
         });
     for (std::thread &t : threads) t.join();
