@@ -288,6 +288,26 @@ INLINE void at_block_tile(int &tm, int &tn)
 
 /* ---- the K loop ------------------------------------------------------------------------------ */
 
+/* acc += one K tile's MMAs from the ring stage at `so` (16-byte units from the descriptors da,
+ * db), issued and committed as one group; acc is overwritten on the first tile (accumulate 0). */
+INLINE void at_tile_mma(float (&acc)[MT][NT][WN / 2], const at_desc (&da)[MT],
+                        const at_desc (&db)[NT], const unsigned so, const bool accumulate)
+{
+    at_fence_acc(acc);
+    at_wgmma_fence();
+    AT_UNROLL(BK / 16)
+    for (int kk = 0; kk < BK / 16; ++kk)
+        AT_UNROLL(MT)
+        for (int mt = 0; mt < MT; ++mt)
+            AT_UNROLL(NT)
+            for (int nt = 0; nt < NT; ++nt)
+                at_wgmma<WN, KTA, 1 - KTB>(acc[mt][nt],
+                                           at_desc_add(da[mt], so + AT_KOFF_A(kk * 16) / 16),
+                                           at_desc_add(db[nt], so + AT_KOFF_B(kk * 16) / 16),
+                                           accumulate || kk > 0);
+    at_wgmma_commit();
+}
+
 /* acc = the block's K tiles [0, KT) of op(A) * op(B) through the ring at `ring`. VEC: the copies
  * are cp.async, else synchronous loads (misaligned A/B/lda/ldb); the kernel picks one of the two
  * loops once, so neither carries the other's instructions. */
@@ -328,19 +348,7 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
             at_cp_commit();
         }
         const unsigned so = (kt % STAGES) * (STAGE_BYTES / 16); /* in 16-byte units */
-        at_fence_acc(acc);
-        at_wgmma_fence();
-        AT_UNROLL(BK / 16)
-        for (int kk = 0; kk < BK / 16; ++kk)
-            AT_UNROLL(MT)
-            for (int mt = 0; mt < MT; ++mt)
-                AT_UNROLL(NT)
-                for (int nt = 0; nt < NT; ++nt)
-                    at_wgmma<WN, KTA, 1 - KTB>(acc[mt][nt],
-                                             at_desc_add(da[mt], so + AT_KOFF_A(kk * 16) / 16),
-                                             at_desc_add(db[nt], so + AT_KOFF_B(kk * 16) / 16),
-                                             kt > 0 || kk > 0);
-        at_wgmma_commit();
+        at_tile_mma(acc, da, db, so, kt > 0);
         at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: its stage may be refilled */
     }
     at_wgmma_wait<0>();
@@ -428,19 +436,7 @@ INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
     for (int kt = 0; kt < KT; ++kt) {
         at_mbar_wait(AT_FULL(ring, kt % STAGES), (kt / STAGES) & 1); /* tile kt has landed */
         const unsigned so = (kt % STAGES) * (STAGE_BYTES / 16);
-        at_fence_acc(acc);
-        at_wgmma_fence();
-        AT_UNROLL(BK / 16)
-        for (int kk = 0; kk < BK / 16; ++kk)
-            AT_UNROLL(MT)
-            for (int mt = 0; mt < MT; ++mt)
-                AT_UNROLL(NT)
-                for (int nt = 0; nt < NT; ++nt)
-                    at_wgmma<WN, KTA, 1 - KTB>(acc[mt][nt],
-                                               at_desc_add(da[mt], so + AT_KOFF_A(kk * 16) / 16),
-                                               at_desc_add(db[nt], so + AT_KOFF_B(kk * 16) / 16),
-                                               kt > 0 || kk > 0);
-        at_wgmma_commit();
+        at_tile_mma(acc, da, db, so, kt > 0);
         at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: release its stage */
         if (kt > 0) at_mbar_arrive(AT_EMPTY(ring, (kt - 1) % STAGES));
 #if LOAD == 1
