@@ -38,7 +38,7 @@ typedef struct at_gpu_lib {
      * when unset), "@python/..." from the prefix of each python3 on PATH (the folder above its
      * bin/: a virtual environment's pip wheels); matches are tried newest name first. */
     const char *const *places;
-    const at_dl_sym *syms;    /* every symbol it must have, in the order they are checked */
+    const at_dl_sym *syms; /* every symbol it must have, in the order they are checked */
     size_t nsyms;
     /* Runs once the symbols are there (cuInit, a version), used naming the file loaded: 0, or
      * -1 with l->why set. NULL: nothing to run. */

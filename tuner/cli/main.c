@@ -53,7 +53,7 @@ static int fail(at_status s, const char *detail)
  * digits only (a '-' first for a negative), no spaces, '+', hex, fraction or exponent where an
  * integer is wanted. */
 
-#define MAX_FIELDS 24
+#define MAX_FIELDS   24
 #define MAX_TRANSFER 16 /* replay --transfer sources */
 
 /* An evaluation count or seconds (--budget, --total-budget); 0: not given. */
