@@ -40,14 +40,46 @@ static uint64_t tuple_hash(const uint16_t *idx, size_t np)
     return at_hash(AT_HASH_SEED, idx, np * sizeof *idx);
 }
 
+int at_tuple_index_build(at_tuple_index *ix, const at_search_space *space)
+{
+    const size_t n = space->nconfigs, np = space->nparams;
+    size_t size = 16;
+    while (size < 2 * n) size *= 2;
+    ix->space = space;
+    ix->mask = size - 1;
+    ix->slot = calloc(size, sizeof *ix->slot);
+    if (!ix->slot) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t *t = space->idx + i * np;
+        size_t h = (size_t)tuple_hash(t, np) & ix->mask;
+        while (ix->slot[h]) {
+            if (memcmp(space->idx + (ix->slot[h] - 1) * np, t, np * sizeof *t) == 0) break;
+            h = (h + 1) & ix->mask;
+        }
+        if (!ix->slot[h]) ix->slot[h] = i + 1; /* a duplicate tuple keeps its first config */
+    }
+    return 1;
+}
+
+size_t at_tuple_index_find(const at_tuple_index *ix, const uint16_t *idx)
+{
+    const size_t np = ix->space->nparams;
+    for (size_t h = (size_t)tuple_hash(idx, np) & ix->mask;; h = (h + 1) & ix->mask) {
+        size_t e = ix->slot[h];
+        if (e == 0) return AT_NONE;
+        if (memcmp(ix->space->idx + (e - 1) * np, idx, np * sizeof *idx) == 0) return e - 1;
+    }
+}
+
+void at_tuple_index_free(at_tuple_index *ix)
+{
+    free(ix->slot);
+    ix->slot = NULL;
+}
+
 size_t at_search_lookup(const at_search *s, const uint16_t *idx)
 {
-    const size_t np = s->space.nparams;
-    for (size_t h = (size_t)tuple_hash(idx, np) & s->table_mask;; h = (h + 1) & s->table_mask) {
-        size_t e = s->table[h];
-        if (e == 0) return AT_NONE;
-        if (memcmp(s->space.idx + (e - 1) * np, idx, np * sizeof *idx) == 0) return e - 1;
-    }
+    return at_tuple_index_find(&s->table, idx);
 }
 
 size_t at_search_neighbours(const at_search *s, size_t c, size_t *out)
@@ -319,21 +351,19 @@ at_status at_search_create(const at_search_space *space, const at_search_options
     }
     const strategy_ops *ops = g_ops[which];
     at_search *s = calloc(1, sizeof *s);
-    size_t n = space->nconfigs, np = space->nparams;
+    size_t n = space->nconfigs;
     if (!s) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
-    size_t tsize = 16;
-    while (tsize < 2 * n) tsize *= 2;
     s->order = malloc((n ? n : 1) * sizeof *s->order);
     s->state = calloc(n ? n : 1, 1);
     s->y = malloc((n ? n : 1) * sizeof *s->y);
-    s->table = calloc(tsize, sizeof *s->table);
     size_t nxfer = opts && opts->nsources ? AT_TRANSFER_FIRST : 0;
     s->first = malloc(((opts ? opts->nfirst : 0) + nxfer + 1) * sizeof *s->first);
-    if (!s->order || !s->state || !s->y || !s->table || !s->first) {
+    s->space = *space;
+    if (!s->order || !s->state || !s->y || !s->first ||
+        !at_tuple_index_build(&s->table, &s->space)) {
         at_search_free(s);
         return at_fail(AT_ERR_NO_MEMORY, "out of memory for a search over %zu configs", n);
     }
-    s->space = *space;
     if (opts) s->opts = *opts;
     s->opts.strategy = NULL; /* not owned */
     s->opts.first = NULL;
@@ -342,17 +372,9 @@ at_status at_search_create(const at_search_space *space, const at_search_options
     s->best_time = INFINITY;
     s->t0 = at_now();
     s->rng = s->opts.seed ^ 0x5eed5eed5eed5eedull;
-    s->table_mask = tsize - 1;
     for (size_t i = 0; i < n; i++) {
         s->order[i] = i;
         s->y[i] = NAN;
-        const uint16_t *t = space->idx + i * np;
-        size_t h = (size_t)tuple_hash(t, np) & s->table_mask;
-        while (s->table[h]) {
-            if (memcmp(space->idx + (s->table[h] - 1) * np, t, np * sizeof *t) == 0) break;
-            h = (h + 1) & s->table_mask;
-        }
-        if (!s->table[h]) s->table[h] = i + 1; /* a duplicate tuple keeps its first config */
     }
     if (ops != &g_exhaustive) {
         for (size_t i = n; i > 1; i--) {
@@ -387,7 +409,7 @@ void at_search_free(at_search *s)
     free(s->order);
     free(s->state);
     free(s->y);
-    free(s->table);
+    at_tuple_index_free(&s->table);
     free(s->first);
     at_transfer_free(s->xfer);
     free(s);

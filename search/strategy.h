@@ -10,6 +10,18 @@
 /* Per-config state in at_search.state. */
 enum { CFG_NEW = 0, CFG_PROPOSED = 1, CFG_REPORTED = 2 };
 
+/* The configs of a space by their value-index tuple: an open-addressing hash of config + 1
+ * (0: empty); a duplicate tuple keeps its first config. */
+typedef struct at_tuple_index {
+    size_t *slot, mask;
+    const at_search_space *space;
+} at_tuple_index;
+/* Indexes space's configs (the space must outlive the index); 0 without memory. */
+int at_tuple_index_build(at_tuple_index *ix, const at_search_space *space);
+/* The config with these value indices, or AT_NONE if it is not in the space. */
+size_t at_tuple_index_find(const at_tuple_index *ix, const uint16_t *idx);
+void at_tuple_index_free(at_tuple_index *ix);
+
 /* A strategy's steps; its name is in search.c's one table of strategies (AT_STRATEGIES). */
 typedef struct strategy_ops {
     at_status (*init)(at_search *s);                  /* may be NULL */
@@ -29,8 +41,7 @@ struct at_search {
     size_t *order;        /* fallback order: the identity (exhaustive) or a seeded permutation */
     size_t next_order;
     size_t *first, nfirst, next_first;
-    size_t *table; /* open-addressing hash of value-index tuples → config + 1 (0: empty) */
-    size_t table_mask;
+    at_tuple_index table; /* over space (this struct's copy) */
     int64_t proposed, evaluated, since_improve;
     int have_best;
     size_t best;

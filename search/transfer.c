@@ -29,44 +29,6 @@ static int find_name(const at_transfer_params *p, const char *name)
     return -1;
 }
 
-/* The target space's configs by value-index tuple: an open-addressing table of config + 1. */
-typedef struct tuple_table {
-    size_t *slot, mask;
-    const at_search_space *sp;
-} tuple_table;
-
-static uint64_t tuple_hash(const uint16_t *t, size_t np)
-{
-    return at_hash(AT_HASH_SEED, t, np * sizeof *t);
-}
-
-static int table_build(tuple_table *tt, const at_search_space *sp)
-{
-    size_t size = 16;
-    while (size < 2 * sp->nconfigs) size *= 2;
-    tt->slot = calloc(size, sizeof *tt->slot);
-    tt->mask = size - 1;
-    tt->sp = sp;
-    if (!tt->slot) return 0;
-    for (size_t i = 0; i < sp->nconfigs; i++) {
-        const uint16_t *t = sp->idx + i * sp->nparams;
-        size_t h = (size_t)tuple_hash(t, sp->nparams) & tt->mask;
-        while (tt->slot[h]) h = (h + 1) & tt->mask;
-        tt->slot[h] = i + 1;
-    }
-    return 1;
-}
-
-static size_t table_find(const tuple_table *tt, const uint16_t *t)
-{
-    const size_t np = tt->sp->nparams;
-    for (size_t h = (size_t)tuple_hash(t, np) & tt->mask;; h = (h + 1) & tt->mask) {
-        size_t e = tt->slot[h];
-        if (!e) return AT_NONE;
-        if (!memcmp(tt->sp->idx + (e - 1) * np, t, np * sizeof *t)) return e - 1;
-    }
-}
-
 at_status at_transfer_map(const at_transfer_params *target, const at_search_space *space,
                           const at_transfer_params *source, const uint16_t *src_idx,
                           const double *time, size_t nsrc, size_t **config, double **mapped_time,
@@ -112,10 +74,10 @@ at_status at_transfer_map(const at_transfer_params *target, const at_search_spac
                     vmap[j][v] = (int32_t)w;
         }
     }
-    tuple_table tt = {0};
+    at_tuple_index tt = {0};
     size_t *cfg = st == AT_OK ? malloc((nsrc ? nsrc : 1) * sizeof *cfg) : NULL;
     double *tm = st == AT_OK ? malloc((nsrc ? nsrc : 1) * sizeof *tm) : NULL;
-    if (st == AT_OK && (!cfg || !tm || !table_build(&tt, space)))
+    if (st == AT_OK && (!cfg || !tm || !at_tuple_index_build(&tt, space)))
         st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
     size_t k = 0;
     uint16_t t[256];
@@ -127,12 +89,12 @@ at_status at_transfer_map(const at_transfer_params *target, const at_search_spac
             if (v < 0) break;
             t[j] = (uint16_t)v;
         }
-        size_t c = j == np ? table_find(&tt, t) : AT_NONE;
+        size_t c = j == np ? at_tuple_index_find(&tt, t) : AT_NONE;
         if (c == AT_NONE) continue; /* not a config of this space */
         cfg[k] = c;
         tm[k++] = time[i];
     }
-    free(tt.slot);
+    at_tuple_index_free(&tt);
     for (size_t j = 0; j < np; j++) free(vmap[j]);
     if (st == AT_OK && k == 0) {
         snprintf(why, whylen, "none of its %zu configs that ran is in this space", nsrc);
