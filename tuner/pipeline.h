@@ -10,6 +10,7 @@
 
 #include "cache/recording.h"
 #include "search/search.h"
+#include "search/transfer.h"
 #include "tuner/tuner.h"
 
 /* ---- builder: compiles in a thread pool, caches binaries -------------------------------- */
@@ -224,6 +225,8 @@ typedef struct at_replay_eval {
 
 void at_replay_eval_init(at_replay_eval *e, const at_recording *r, const size_t *configs,
                          const char *source);
+/* A recording's parameters, names and values as text, for at_transfer_map. */
+at_transfer_params at_recording_transfer_params(const at_recording *r);
 /* The recorded seconds so far: the clock of a replayed seconds budget. */
 double at_replay_clock(void *replay_eval);
 /* Loads the recording of p on ctx's device with template t from the database at path, and maps

@@ -5,8 +5,6 @@
  * template's space. */
 #include "tuner/pipeline.h"
 
-#include "search/transfer.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,8 +160,7 @@ void at_replay_report_clear(at_replay_report *rep)
     rep->ntransfer = 0;
 }
 
-/* A recording's parameters for at_transfer_map. */
-static at_transfer_params params_of(const at_recording *r)
+at_transfer_params at_recording_transfer_params(const at_recording *r)
 {
     return (at_transfer_params){r->nparams, (const char *const *)r->names, r->nvalues,
                                 (const char *const *const *)r->values};
@@ -204,7 +201,7 @@ static at_status load_sources(const at_recording *r, const at_search_space *sp,
     if (!rep->transfer || !rs->src || !rs->cfg || !rs->tm || !rs->entry)
         return at_fail(AT_ERR_NO_MEMORY, "out of memory");
     rep->ntransfer = k;
-    at_transfer_params tp = params_of(r);
+    at_transfer_params tp = at_recording_transfer_params(r);
     for (size_t i = 0; i < k; i++) {
         at_transfer_source *e = &rep->transfer[i];
         snprintf(e->name, sizeof e->name, "%s", o->transfer[i]);
@@ -222,7 +219,7 @@ static at_status load_sources(const at_recording *r, const at_search_space *sp,
             snprintf(e->reason, sizeof e->reason, "it is kernel %s, this is %s", src->kernel,
                      r->kernel);
         } else {
-            at_transfer_params sparams = params_of(src);
+            at_transfer_params sparams = at_recording_transfer_params(src);
             size_t n = 0, *cfg = NULL;
             double *tm = NULL;
             st = at_transfer_map(&tp, sp, &sparams, src->idx, src->cost, src->nconfigs, &cfg, &tm,

@@ -4,8 +4,6 @@
  * template's tuning run on either the device or the replay device. */
 #include "tuner/pipeline.h"
 
-#include "search/transfer.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,8 +364,7 @@ static at_status warm_gather(at_context *ctx, const at_template *t, const at_pro
     at_status st = AT_OK;
     for (size_t i = 0; i < w->nrel && st == AT_OK; i++) {
         const at_recording *r = w->rel[i].rec;
-        at_transfer_params sp = {r->nparams, (const char *const *)r->names, r->nvalues,
-                                 (const char *const *const *)r->values};
+        at_transfer_params sp = at_recording_transfer_params(r);
         size_t n = 0, k = w->nsrc;
         char why[256];
         st = at_transfer_map(&tp, ss, &sp, r->idx, r->cost, r->nconfigs, &w->cfg[k], &w->tm[k], &n,
