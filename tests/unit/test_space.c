@@ -379,6 +379,52 @@ static void test_launch_and_arguments(void **state)
     expect_load_error(y, "launch global[0]", "')'");
     free(y);
 
+    /* a tensor map: its expressions see parameters, problem, device and derived values, in
+     * the fingerprint; box is [columns, rows]; `when` defaults to 1 */
+    y = build(S_ARGS,
+              "arguments:\n  - buffer: X\n"
+              "  - tensormap: {buffer: X, when: TM > 1, cols: m, rows: \"n\", ld: m + 8,\n"
+              "                box: [min(BM, 8), THREADS], swizzle: \"VW > 2 ? 128 : 64\"}\n"
+              "  - tensormap:\n      buffer: X\n      cols: 4\n      rows: 4\n      ld: 4\n"
+              "      box: [4, 4]\n      swizzle: 0\n",
+              NULL);
+    s = load_ok(y);
+    free(y);
+    assert_int_equal(s->nargs, 3);
+    assert_int_equal(s->args[1].kind, AT_ARG_TENSORMAP);
+    assert_string_equal(s->args[1].name, "X");
+    at_space_set(s, "m", 100);
+    at_space_set(s, "n", 50);
+    int64_t v[AT_TMAP_NEXPR];
+    assert_int_equal(at_space_tmap(s, cfg, 1, v), AT_OK); /* BM 32, TM 2, VW 4 */
+    assert_int_equal(v[AT_TMAP_COLS], 100);
+    assert_int_equal(v[AT_TMAP_ROWS], 50);
+    assert_int_equal(v[AT_TMAP_LD], 108);
+    assert_int_equal(v[AT_TMAP_BOX0], 8);
+    assert_int_equal(v[AT_TMAP_BOX1], 16); /* THREADS = BM / TM */
+    assert_int_equal(v[AT_TMAP_SWIZZLE], 128);
+    assert_int_equal(v[AT_TMAP_WHEN], 1);
+    const int64_t cfg1[3] = {32, 1, 2};
+    assert_int_equal(at_space_tmap(s, cfg1, 1, v), AT_OK);
+    assert_int_equal(v[AT_TMAP_WHEN], 0);
+    assert_int_equal(v[AT_TMAP_SWIZZLE], 64);
+    assert_int_equal(at_space_tmap(s, cfg, 2, v), AT_OK);
+    assert_int_equal(v[AT_TMAP_WHEN], 1);                              /* no `when`: always */
+    assert_int_equal(at_space_tmap(s, cfg, 0, v), AT_ERR_INVALID_ARG); /* a buffer */
+    const uint64_t h = at_space_fingerprint(s, 1);
+    at_space_free(s);
+    y = build(S_ARGS,
+              "arguments:\n  - buffer: X\n"
+              "  - tensormap: {buffer: X, when: TM > 1, cols: m, rows: \"n\", ld: m + 8,\n"
+              "                box: [min(BM, 8), THREADS], swizzle: \"VW > 2 ? 128 : 32\"}\n"
+              "  - tensormap:\n      buffer: X\n      cols: 4\n      rows: 4\n      ld: 4\n"
+              "      box: [4, 4]\n      swizzle: 0\n",
+              NULL);
+    s = load_ok(y);
+    free(y);
+    assert_true(at_space_fingerprint(s, 1) != h); /* a map's expression is part of the code */
+    at_space_free(s);
+
     /* no arguments: none (a standalone space; templates need them) */
     y = build(S_ARGS, "", NULL);
     s = load_ok(y);
@@ -766,7 +812,33 @@ static void test_load_errors_expressions(void **state)
                          "unknown kind 'i16'");
     expect_section_error(S_ARGS, "arguments:\n  - buffer: 2x\n", "'arguments'[0]",
                          "'2x' is not a valid name");
-    expect_section_error(S_ARGS, "arguments:\n  - blob: tmap\n", "'arguments'[0]", "reserved");
+    expect_section_error(S_ARGS, "arguments:\n  - blob: tmap\n", "'arguments'[0]",
+                         "unknown kind 'blob' (buffer, i32, i64, f32, f64, workspace, tensormap)");
+    /* tensor maps: a mapping with every key but `when`, each once, expressions that parse */
+    static const char tm_ok[] = "cols: m, rows: n, ld: m, box: [BM, 8], swizzle: 0";
+    char y[512];
+    snprintf(y, sizeof y, "arguments:\n  - tensormap: X\n");
+    expect_section_error(S_ARGS, y, "'arguments'[0]", "'tensormap' must be a mapping");
+    snprintf(y, sizeof y, "arguments:\n  - tensormap: {%s}\n", tm_ok);
+    expect_section_error(S_ARGS, y, "'arguments'[0]", "tensormap: missing 'buffer'");
+    snprintf(y, sizeof y, "arguments:\n  - i32: m\n  - tensormap: {buffer: X, cols: m}\n");
+    expect_section_error(S_ARGS, y, "'arguments'[1]", "tensormap: missing 'rows'");
+    snprintf(y, sizeof y, "arguments:\n  - tensormap: {buffer: X, %s, swizle: 1}\n", tm_ok);
+    expect_section_error(S_ARGS, y, "'arguments'[0]", "unknown key 'swizle'");
+    snprintf(y, sizeof y, "arguments:\n  - tensormap: {buffer: X, %s, buffer: X}\n", tm_ok);
+    expect_section_error(S_ARGS, y, "tensormap 'buffer'", "given twice");
+    snprintf(y, sizeof y, "arguments:\n  - tensormap: {buffer: 2x, %s}\n", tm_ok);
+    expect_section_error(S_ARGS, y, "tensormap 'buffer'", "'2x' is not a buffer name");
+    snprintf(y, sizeof y, "arguments:\n  - tensormap: {buffer: X, %s, when: BM >}\n", tm_ok);
+    expect_section_error(S_ARGS, y, "'arguments'[0] tensormap 'when'", "column");
+    snprintf(y, sizeof y,
+             "arguments:\n  - tensormap: {buffer: X, cols: m, rows: n, ld: m, box: [BM], "
+             "swizzle: 0}\n");
+    expect_section_error(S_ARGS, y, "tensormap 'box'", "expected [COLS, ROWS]");
+    snprintf(y, sizeof y,
+             "arguments:\n  - tensormap: {buffer: X, cols: m, rows: nn, ld: m, box: [1, 1], "
+             "swizzle: 0}\n");
+    expect_section_error(S_ARGS, y, "tensormap 'rows'", "unknown name 'nn'");
     expect_section_error(S_ARGS, "arguments: [workspace, workspace]\n", "'arguments'[1]",
                          "a second workspace");
     expect_section_error(S_ARGS, "arguments:\n  - {i32: m, f32: a}\n", "'arguments'[0]",

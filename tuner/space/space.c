@@ -94,7 +94,11 @@ void at_space_free(at_space *s)
     free_names(s->archs, s->narchs);
     free_names(s->device_types, s->ndevice_types);
     free_names(s->supersedes, s->nsupersedes);
-    for (size_t i = 0; i < s->nargs; i++) free(s->args[i].name);
+    for (size_t i = 0; i < s->nargs; i++) {
+        free(s->args[i].name);
+        for (int e = 0; s->args[i].tmap && e < AT_TMAP_NEXPR; e++) at_expr_free(s->args[i].tmap[e]);
+        free(s->args[i].tmap);
+    }
     for (size_t i = 0; i < s->nparams; i++) free(s->params[i].name);
     free_names(s->problem_vars, s->nproblem);
     free_names(s->device_vars, s->ndevice);
@@ -253,69 +257,6 @@ static at_status load_list(loader *L, yaml_node_t *n, const char *key, char ***o
                            line_of(item), key, v ? v : "(not a scalar)");
         if (!((*out)[*count] = at_strdup(v))) return oom();
         (*count)++;
-    }
-    return AT_OK;
-}
-
-/* `arguments:` — the kernel's parameters in order: `- buffer: ROLE`, `- i32: NAME` (also i64,
- * f32, f64) and `- workspace`. */
-static at_status load_args(loader *L, yaml_node_t *n)
-{
-    static const char *const types[] = {"i32", "i64", "f32", "f64"};
-    at_space *s = L->s;
-    if (n->type != YAML_SEQUENCE_NODE || seq_len(n) == 0)
-        return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments' must be a list of arguments",
-                       line_of(n));
-    if (seq_len(n) > AT_MAX_ARGS)
-        return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments': %zu arguments, at most %d",
-                       line_of(n), seq_len(n), AT_MAX_ARGS);
-    bool workspace = false;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = get(L, *it);
-        size_t i = s->nargs;
-        at_arg *a = &s->args[i];
-        const char *kind = scalar(item), *name = NULL;
-        yaml_node_t *v = NULL;
-        if (item->type == YAML_MAPPING_NODE && map_len(item) == 1) {
-            kind = scalar(get(L, item->data.mapping.pairs.start->key));
-            v = get(L, item->data.mapping.pairs.start->value);
-            name = scalar(v);
-        }
-        if (kind && strcmp(kind, "workspace") == 0 && !v) {
-            if (workspace)
-                return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments'[%zu]: a second workspace",
-                               line_of(item), i);
-            workspace = true;
-            a->kind = AT_ARG_WORKSPACE;
-            s->nargs++;
-            continue;
-        }
-        if (!v)
-            return at_fail(AT_ERR_TEMPLATE,
-                           "line %zu: 'arguments'[%zu]: expected 'workspace' or one 'KIND: NAME' "
-                           "(KIND: buffer, i32, i64, f32, f64)",
-                           line_of(item), i);
-        if (kind && strcmp(kind, "blob") == 0)
-            return at_fail(AT_ERR_TEMPLATE,
-                           "line %zu: 'arguments'[%zu]: by-value blobs are reserved and not "
-                           "supported yet",
-                           line_of(item), i);
-        int type = -1;
-        for (int t = 0; kind && t < 4; t++)
-            if (strcmp(kind, types[t]) == 0) type = t;
-        if (type < 0 && !(kind && strcmp(kind, "buffer") == 0))
-            return at_fail(AT_ERR_TEMPLATE,
-                           "line %zu: 'arguments'[%zu]: unknown kind '%s' (buffer, i32, i64, f32, "
-                           "f64, workspace)",
-                           line_of(item), i, kind ? kind : "(not a scalar)");
-        if (!is_ident(name))
-            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments'[%zu]: '%s' is not a valid name",
-                           line_of(v), i, name ? name : "(not a scalar)");
-        a->kind = type < 0 ? AT_ARG_BUFFER : AT_ARG_SCALAR;
-        a->type = type < 0 ? AT_ARG_I32 : (at_arg_type)type;
-        if (!(a->name = at_strdup(name))) return oom();
-        s->nargs++;
     }
     return AT_OK;
 }
@@ -494,6 +435,138 @@ static at_status load_named(loader *L, yaml_node_t *n, const char *key, at_named
             return oom();
         }
         (*count)++;
+    }
+    return AT_OK;
+}
+
+/* The keys of a `tensormap:` argument, in at_arg.tmap order (box is two of them). */
+static const char *const tmap_keys[AT_TMAP_NEXPR] = {"cols", "rows",    "ld",  "box",
+                                                     NULL,   "swizzle", "when"};
+
+/* `tensormap: {buffer: ROLE, cols: E, rows: E, ld: E, box: [E, E], swizzle: E, when: E}` of
+ * argument i into a: every key but `when` required, each once, expressions over everything a
+ * constraint sees. */
+static at_status load_tmap(loader *L, yaml_node_t *n, size_t i, at_arg *a)
+{
+    size_t line = line_of(n);
+    if (n->type != YAML_MAPPING_NODE)
+        return at_fail(AT_ERR_TEMPLATE,
+                       "line %zu: 'arguments'[%zu]: 'tensormap' must be a mapping (buffer, cols, "
+                       "rows, ld, box, swizzle, when)",
+                       line, i);
+    if (!(a->tmap = calloc(AT_TMAP_NEXPR, sizeof *a->tmap))) return oom();
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = get(L, p->key), *v = get(L, p->value);
+        const char *key = scalar(k);
+        char what[96];
+        snprintf(what, sizeof what, "'arguments'[%zu] tensormap '%s'", i, key ? key : "?");
+        if (key && strcmp(key, "buffer") == 0) {
+            if (a->name)
+                return at_fail(AT_ERR_TEMPLATE, "line %zu: %s: given twice", line_of(k), what);
+            if (!is_ident(scalar(v)))
+                return at_fail(AT_ERR_TEMPLATE, "line %zu: %s: '%s' is not a buffer name",
+                               line_of(v), what, scalar(v) ? scalar(v) : "(not a scalar)");
+            if (!(a->name = at_strdup(scalar(v)))) return oom();
+            continue;
+        }
+        int e = -1;
+        for (int j = 0; key && j < AT_TMAP_NEXPR; j++)
+            if (tmap_keys[j] && strcmp(key, tmap_keys[j]) == 0) e = j;
+        if (e < 0)
+            return at_fail(AT_ERR_TEMPLATE,
+                           "line %zu: 'arguments'[%zu]: tensormap: unknown key '%s' (buffer, cols, "
+                           "rows, ld, box, swizzle, when)",
+                           line_of(k), i, key ? key : "(not a scalar)");
+        if (a->tmap[e])
+            return at_fail(AT_ERR_TEMPLATE, "line %zu: %s: given twice", line_of(k), what);
+        if (e != AT_TMAP_BOX0) {
+            AT_TRY(load_expr(L, v, L->s->nderived, what, &a->tmap[e]));
+            continue;
+        }
+        expr_item *items = NULL;
+        size_t cnt = 0;
+        if (v->type == YAML_SEQUENCE_NODE) AT_TRY(seq_exprs(L, v, what, &items, &cnt));
+        at_status st = cnt == 2 ? AT_OK
+                                : at_fail(AT_ERR_TEMPLATE,
+                                          "line %zu: %s: expected [COLS, ROWS], two expressions",
+                                          line_of(v), what);
+        for (size_t d = 0; st == AT_OK && d < 2; d++)
+            st = parse_expr(L, items[d].text, items[d].line, L->s->nderived, what,
+                            &a->tmap[AT_TMAP_BOX0 + d]);
+        free_items(items, cnt);
+        AT_TRY(st);
+    }
+    if (!a->name)
+        return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments'[%zu]: tensormap: missing 'buffer'",
+                       line, i);
+    for (int e = 0; e < AT_TMAP_WHEN; e++)
+        if (tmap_keys[e] && !a->tmap[e])
+            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments'[%zu]: tensormap: missing '%s'",
+                           line, i, tmap_keys[e]);
+    a->kind = AT_ARG_TENSORMAP;
+    return AT_OK;
+}
+
+/* `arguments:` — the kernel's parameters in order: `- buffer: ROLE`, `- i32: NAME` (also i64,
+ * f32, f64), `- workspace` and `- tensormap: {...}` (load_tmap). */
+static at_status load_args(loader *L, yaml_node_t *n)
+{
+    static const char *const types[] = {"i32", "i64", "f32", "f64"};
+    at_space *s = L->s;
+    if (n->type != YAML_SEQUENCE_NODE || seq_len(n) == 0)
+        return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments' must be a list of arguments",
+                       line_of(n));
+    if (seq_len(n) > AT_MAX_ARGS)
+        return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments': %zu arguments, at most %d",
+                       line_of(n), seq_len(n), AT_MAX_ARGS);
+    bool workspace = false;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *item = get(L, *it);
+        size_t i = s->nargs;
+        at_arg *a = &s->args[i];
+        const char *kind = scalar(item), *name = NULL;
+        yaml_node_t *v = NULL;
+        if (item->type == YAML_MAPPING_NODE && map_len(item) == 1) {
+            kind = scalar(get(L, item->data.mapping.pairs.start->key));
+            v = get(L, item->data.mapping.pairs.start->value);
+            name = scalar(v);
+        }
+        if (kind && strcmp(kind, "workspace") == 0 && !v) {
+            if (workspace)
+                return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments'[%zu]: a second workspace",
+                               line_of(item), i);
+            workspace = true;
+            a->kind = AT_ARG_WORKSPACE;
+            s->nargs++;
+            continue;
+        }
+        if (!v)
+            return at_fail(AT_ERR_TEMPLATE,
+                           "line %zu: 'arguments'[%zu]: expected 'workspace' or one 'KIND: NAME' "
+                           "(KIND: buffer, i32, i64, f32, f64, tensormap)",
+                           line_of(item), i);
+        if (kind && strcmp(kind, "tensormap") == 0) {
+            at_status st = load_tmap(L, v, i, a);
+            s->nargs++; /* owned by the space from here on, also when it failed */
+            AT_TRY(st);
+            continue;
+        }
+        int type = -1;
+        for (int t = 0; kind && t < 4; t++)
+            if (strcmp(kind, types[t]) == 0) type = t;
+        if (type < 0 && !(kind && strcmp(kind, "buffer") == 0))
+            return at_fail(AT_ERR_TEMPLATE,
+                           "line %zu: 'arguments'[%zu]: unknown kind '%s' (buffer, i32, i64, f32, "
+                           "f64, workspace, tensormap)",
+                           line_of(item), i, kind ? kind : "(not a scalar)");
+        if (!is_ident(name))
+            return at_fail(AT_ERR_TEMPLATE, "line %zu: 'arguments'[%zu]: '%s' is not a valid name",
+                           line_of(v), i, name ? name : "(not a scalar)");
+        a->kind = type < 0 ? AT_ARG_BUFFER : AT_ARG_SCALAR;
+        a->type = type < 0 ? AT_ARG_I32 : (at_arg_type)type;
+        if (!(a->name = at_strdup(name))) return oom();
+        s->nargs++;
     }
     return AT_OK;
 }
@@ -693,7 +766,6 @@ static at_status load_doc(loader *L)
             return at_fail(AT_ERR_TEMPLATE, "line %zu: 'priority' must be an integer",
                            line_of(val[K_PRIORITY]));
     }
-    if (val[K_ARGUMENTS]) AT_TRY(load_args(L, val[K_ARGUMENTS]));
     if (val[K_SUPERSEDES]) {
         AT_TRY(load_list(L, val[K_SUPERSEDES], "supersedes", &s->supersedes, &s->nsupersedes));
         for (size_t i = 0; i < s->nsupersedes; i++)
@@ -722,6 +794,8 @@ static at_status load_doc(loader *L)
     s->nslots = slot_derived(s) + s->nderived;
     if (val[K_CONSTRAINTS]) AT_TRY(load_constraints(L, val[K_CONSTRAINTS]));
     if (val[K_DEFINES]) AT_TRY(load_named(L, val[K_DEFINES], "defines", &s->defines, &s->ndefines));
+    /* after the derived values: a tensor map's expressions may use them */
+    if (val[K_ARGUMENTS]) AT_TRY(load_args(L, val[K_ARGUMENTS]));
     AT_TRY(load_launch(L, val[K_LAUNCH]));
     if (val[K_WORKSPACE])
         AT_TRY(load_expr(L, val[K_WORKSPACE], s->nderived, "'workspace'", &s->workspace));
@@ -781,6 +855,11 @@ at_status at_space_set(at_space *s, const char *name, int64_t value)
         return AT_OK;
     }
     return at_fail(AT_ERR_INVALID_ARG, "space '%s' has no variable '%s'", s->name, name);
+}
+
+int at_space_has_problem(const at_space *s, const char *name)
+{
+    return s && name && find_in(s->problem_vars, s->nproblem, name) >= 0;
 }
 
 uint64_t at_space_total(const at_space *s)
@@ -967,6 +1046,24 @@ at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared,
     return AT_OK;
 }
 
+at_status at_space_tmap(const at_space *s, const int64_t *cfg, size_t arg, int64_t *out)
+{
+    if (!s || !cfg || !out || arg >= s->nargs || s->args[arg].kind != AT_ARG_TENSORMAP)
+        return at_fail(AT_ERR_INVALID_ARG, "at_space_tmap: argument %zu is not a tensor map", arg);
+    int64_t slots[MAX_SLOTS];
+    AT_TRY(config_slots(s, cfg, slots));
+    for (int e = 0; e < AT_TMAP_NEXPR; e++) {
+        const at_expr *x = s->args[arg].tmap[e];
+        bool ok = true;
+        out[e] = x ? at_expr_eval(x, slots, &ok) : 1;
+        if (!ok)
+            return at_fail(AT_ERR_TEMPLATE,
+                           "space '%s': argument %zu (tensormap of %s): %s cannot be evaluated",
+                           s->name, arg, s->args[arg].name, at_expr_text(x));
+    }
+    return AT_OK;
+}
+
 at_status at_space_value(const at_space *s, const int64_t *cfg, const char *name, int64_t *out)
 {
     if (!s || !name || !out) return at_fail(AT_ERR_INVALID_ARG, "at_space_value: NULL argument");
@@ -1147,6 +1244,8 @@ uint64_t at_space_fingerprint(const at_space *s, uint64_t seed)
     for (size_t i = 0; i < s->nargs; i++) {
         const int64_t kt[2] = {s->args[i].kind, s->args[i].type};
         h = at_hash_str(at_hash(h, kt, sizeof kt), s->args[i].name ? s->args[i].name : "");
+        for (int e = 0; s->args[i].tmap && e < AT_TMAP_NEXPR; e++)
+            h = hash_expr(h, s->args[i].tmap[e]);
     }
     return h;
 }

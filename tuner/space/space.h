@@ -48,16 +48,36 @@ typedef enum at_arg_kind {
     AT_ARG_BUFFER,    /* `buffer: ROLE`: a device buffer of the operation, by role ("A") */
     AT_ARG_SCALAR,    /* `i32|i64|f32|f64: NAME`: a value of the problem by name ("m", "alpha") */
     AT_ARG_WORKSPACE, /* `workspace`: the zeroed scratch, passed only when `workspace:` > 0 */
-    /* Room for a by-value blob (e.g. a CUDA tensor map) that the operation builds per launch:
-     * `blob: NAME` is reserved and refused by the loader until an operation needs it. */
+    /* `tensormap: {buffer: ROLE, cols:, rows:, ld:, box: [cols, rows], swizzle:, when:}`: a
+     * 2-D tiled tensor map of a buffer (CUDA's CUtensorMap for TMA, 128 bytes by value), built
+     * per launch by the backend for the buffer's device address from expressions over the
+     * config, problem and device (at_args_maps); passed only when `when:` (default 1) holds. */
+    AT_ARG_TENSORMAP,
 } at_arg_kind;
 
 typedef enum at_arg_type { AT_ARG_I32, AT_ARG_I64, AT_ARG_F32, AT_ARG_F64 } at_arg_type;
 
+/* The expressions of a `tensormap:` argument, in elements: the tensor is `rows` rows of `cols`
+ * contiguous elements, `ld` elements apart; a copy moves a box of box[0] columns x box[1]
+ * rows, swizzled in `swizzle`-byte spans (0: none). `when` (NULL: always) says whether a
+ * config takes the argument at all. */
+enum {
+    AT_TMAP_COLS,
+    AT_TMAP_ROWS,
+    AT_TMAP_LD,
+    AT_TMAP_BOX0,
+    AT_TMAP_BOX1,
+    AT_TMAP_SWIZZLE,
+    AT_TMAP_WHEN,
+    AT_TMAP_NEXPR
+};
+
 typedef struct at_arg {
     at_arg_kind kind;
     at_arg_type type; /* AT_ARG_SCALAR only */
-    char *name;       /* role or value name; NULL for the workspace */
+    char *name;       /* role or value name (a tensor map's buffer); NULL for the workspace */
+    at_expr **tmap;   /* AT_ARG_TENSORMAP: AT_TMAP_NEXPR expressions owned by the space (the
+                       * copies an at_kernel keeps share them: NULL there) */
 } at_arg;
 
 #define AT_MAX_ARGS 32
@@ -115,6 +135,10 @@ void at_space_free(at_space *s); /* accepts NULL */
  * "local_mem_bytes"). AT_ERR_INVALID_ARG if the space has no such variable. Unset ones are 0. */
 at_status at_space_set(at_space *s, const char *name, int64_t value);
 
+/* 1 if the space declares problem variable name (`problem:`): for variables only some of an
+ * operation's templates use. */
+int at_space_has_problem(const at_space *s, const char *name);
+
 /* Number of configurations before constraints (product of value counts; saturates). */
 uint64_t at_space_total(const at_space *s);
 
@@ -142,6 +166,10 @@ uint64_t at_space_fingerprint(const at_space *s, uint64_t seed);
 /* 1 if list (n names) is empty or holds name; for `archs:` an entry also matches name followed
  * by ":features". */
 int at_space_lists(char *const *list, size_t n, const char *name, int arch);
+
+/* The AT_TMAP_NEXPR values of tensor-map argument `arg` (AT_ARG_TENSORMAP) for a config, `when`
+ * 1 when absent. AT_ERR_TEMPLATE naming the argument and key when one cannot be evaluated. */
+at_status at_space_tmap(const at_space *s, const int64_t *cfg, size_t arg, int64_t *out);
 
 /* Value of any slot by name (parameter, problem, device or derived) for a config. */
 at_status at_space_value(const at_space *s, const int64_t *cfg, const char *name, int64_t *out);
