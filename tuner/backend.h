@@ -34,6 +34,9 @@ typedef struct at_device_info {
      * reports only the last level; 0 if unknown or not a CPU. */
     int64_t l1_bytes, core_l2_bytes;
     int64_t vector_width; /* native float vector width (OpenCL); 0 if unknown */
+    /* 1: the device takes tensor maps (encode_tensor_map works: CUDA with the driver's
+     * cuTensorMapEncodeTiled and compute capability >= 9.0, or a compile-only sm_90+ target) */
+    int64_t tma;
 } at_device_info;
 
 typedef struct at_bdev at_bdev;   /* an open device: context + queue */
@@ -50,6 +53,21 @@ typedef struct at_karg {
     size_t size;
     const void *ptr;
 } at_karg;
+
+/* A 2-D tiled tensor map for bulk tensor copies (CUDA's CUtensorMap, read by TMA), resolved
+ * for one configuration: the tensor is `rows` rows of `cols` contiguous elements of dtype,
+ * ld_bytes apart, in the buffer of role `buffer`; a copy moves box[0] x box[1] elements
+ * (columns x rows), swizzled in `swizzle`-byte spans (0: none, 32, 64, 128). */
+typedef struct at_tmap_desc {
+    uint64_t cols, rows, ld_bytes;
+    uint32_t box[2];
+    uint32_t swizzle;
+    uint16_t buffer; /* role index */
+    uint8_t dtype;   /* at_dtype */
+    uint8_t present; /* 0: the config takes no such argument (its `when:` is false) */
+} at_tmap_desc;
+
+#define AT_TMAP_BYTES 128 /* an encoded map, passed by value, 64-byte aligned */
 
 /* What the compiler reports a kernel uses; fields are -1 when the backend does not know. */
 typedef struct at_resources {
@@ -124,6 +142,12 @@ typedef struct at_backend_ops {
     at_status (*check)(at_bdev *d);
     /* Waits for all work queued on the device's queue. */
     at_status (*finish)(at_bdev *d);
+    /* Optional (NULL: no tensor maps): encodes desc for the buffer at device address handle into
+     * out (AT_TMAP_BYTES, 64-byte aligned). AT_ERR_UNSUPPORTED when the driver cannot;
+     * AT_ERR_INVALID_ARG naming what the hardware refuses (an address or row stride not a
+     * multiple of 16 bytes, a box too large). Host-only: needs no stream. */
+    at_status (*encode_tensor_map)(at_bdev *d, const at_tmap_desc *desc, const void *handle,
+                                   void *out);
     /* Native handles for the public API: (cl_context, cl_command_queue). */
     void *(*native_context)(at_bdev *d);
     void *(*native_queue)(at_bdev *d);

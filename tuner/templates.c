@@ -461,7 +461,7 @@ at_status at_template_for(const at_problem *p, const at_device_info *info, const
     at_arglist args;
     int ws = 1; /* any non-NULL workspace: the check covers the optional argument too */
     if (s == AT_OK &&
-        (s = at_args_build(t->space->args, t->space->nargs, p, NULL, &ws, &args)) != AT_OK) {
+        (s = at_args_build(t->space->args, t->space->nargs, p, NULL, &ws, NULL, &args)) != AT_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", at_errmsg());
         s = at_fail(AT_ERR_TEMPLATE, "template %s: %s", t->name, msg);
@@ -522,6 +522,7 @@ at_status at_template_bind_device(at_template *t, const at_device_info *d)
         {"core_l2_bytes", d->core_l2_bytes},
         {"vector_width", d->vector_width},
         {"gfx", gfx_number(d->arch)},
+        {"tma", d->tma},
     };
     /* A space declares the device variables it uses; the others are not an error. */
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {

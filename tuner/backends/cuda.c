@@ -55,6 +55,18 @@ typedef enum CUfunction_attribute {
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 } CUfunction_attribute;
 
+/* cuTensorMapEncodeTiled's enums (CUtensorMapDataType, ...Interleave, ...Swizzle,
+ * ...L2promotion, ...FloatOOBfill in cuda.h), passed as int like the enums they are. */
+enum {
+    AT_CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6,
+    AT_CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7,
+    AT_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9,
+    AT_CU_TENSOR_MAP_INTERLEAVE_NONE = 0,
+    AT_CU_TENSOR_MAP_SWIZZLE_NONE = 0, /* then _32B, _64B, _128B: 1, 2, 3 */
+    AT_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
+    AT_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0, /* out of bounds reads zeros */
+};
+
 #define AT_CU_STREAM_DEFAULT 0x0 /* a blocking stream: ordered with the synchronous copies */
 #define AT_CU_EVENT_DEFAULT  0x0 /* timing enabled */
 
@@ -87,6 +99,13 @@ typedef void *nvrtcProgram;
     X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr, const void *, size_t))              \
     X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void *, CUdeviceptr, size_t))                    \
     X(cuMemsetD8Async, "cuMemsetD8Async", CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))
+
+/* Driver calls newer than the oldest driver we run on (absent: NULL, and what needs them is
+ * unavailable): cuTensorMapEncodeTiled came with CUDA 12. */
+#define AT_CU_OPTIONAL(X)                                                                          \
+    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", CUresult,                                  \
+      (void *, int, unsigned int, void *, const uint64_t *, const uint64_t *, const uint32_t *,    \
+       const uint32_t *, int, int, int, int))
 
 /* The driver calls gpu.c makes, which have its signature: X(slot of AT_GPU_CALLS, exported
  * symbol). cuEventElapsedTime keeps its original export, which every driver has (CUDA 13
@@ -124,6 +143,7 @@ typedef void *nvrtcProgram;
 
 static struct {
     AT_CU_SYMBOLS(AT_DL_FIELD)
+    AT_CU_OPTIONAL(AT_DL_FIELD)
 } cu;
 static struct {
     AT_NVRTC_SYMBOLS(AT_DL_FIELD)
@@ -258,10 +278,12 @@ static at_status nv_check_extern_c(void *prog, const char *kernel)
 
 #define AT_CU_OWN_ROW(field, sym, ret, params) {sym, &cu.field},
 #define AT_CU_SHARED_ROW(slot, sym)            {sym, &g_cu.fn.slot},
+
 #define AT_NV_OWN_ROW(field, sym, ret, params) {sym, &nv.field},
 #define AT_NV_SHARED_ROW(slot, sym)            {sym, &g_nv.fn.slot},
 
 static const at_dl_sym g_cu_syms[] = {AT_CU_SYMBOLS(AT_CU_OWN_ROW) AT_CU_SHARED(AT_CU_SHARED_ROW)};
+static const at_dl_sym g_cu_opt[] = {AT_CU_OPTIONAL(AT_CU_OWN_ROW)};
 static const at_dl_sym g_nv_syms[] = {AT_NVRTC_SHARED(AT_NV_SHARED_ROW) AT_NVRTC_SYMBOLS(
     AT_NV_OWN_ROW){"nvrtcGetErrorString", &g_nv.error_name}};
 static const char *const g_cu_names[] = {"libcuda.so.1", NULL};
@@ -311,8 +333,8 @@ static int nv_start(at_gpu_lib *l, const char *used)
 }
 
 static at_gpu_api g_cu = {
-    .lib = AT_GPU_LIB("CUDA", "AUTOTUNE_CUDA_LIBRARY", g_cu_names, g_cu_places, g_cu_syms,
-                      at_gpu_runtime_start),
+    .lib = AT_GPU_LIB_OPT("CUDA", "AUTOTUNE_CUDA_LIBRARY", g_cu_names, g_cu_places, g_cu_syms,
+                          g_cu_opt, at_gpu_runtime_start),
     .error_name = cu_error_name,
     .fn = {AT_CU_WRAPPED(AT_GPU_WRAPPER)}, /* the rest from libcuda (g_cu_syms) */
     .call = {AT_CU_SHARED(AT_GPU_SYMBOL_NAME) AT_CU_WRAPPED(AT_GPU_WRAPPER_NAME)},
@@ -419,6 +441,8 @@ static at_status cuda_device_info(int idx, at_device_info *out)
     if (out->max_shared_optin < out->local_mem_bytes) out->max_shared_optin = out->local_mem_bytes;
     snprintf(out->key, sizeof out->key, "cuda/%s/%s/%lld", out->arch, out->name,
              (long long)out->compute_units);
+    out->tma = cu.cuTensorMapEncodeTiled != NULL &&
+               dev_attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) >= 9;
     return AT_OK;
 }
 
@@ -507,6 +531,7 @@ static void target_limits(const char *arch, at_device_info *out)
                                                            : 99 * 1024;
     out->max_registers_per_block = 64 * 1024;
     out->warp_size = 32;
+    out->tma = strncmp(arch, "sm_9", 4) == 0; /* TMA from compute capability 9.0 on */
 }
 
 static at_status cuda_open_target(const char *arch, at_device_info *info, at_bdev **out)
@@ -539,6 +564,75 @@ static at_status cuda_resources(at_bprog *p, at_resources *out)
         return AT_OK;
     }
     return at_fail(AT_ERR_UNSUPPORTED, "no ptxas report for kernel %s", p->name);
+}
+
+/* ---- tensor maps (TMA) -------------------------------------------------------------------- */
+
+int at_cuda_tmap_call(const at_tmap_desc *t, uint64_t addr, at_cu_tmap_call *out, char *why,
+                      size_t len)
+{
+    static const int types[] = {[AT_DTYPE_F32] = AT_CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                                [AT_DTYPE_F16] = AT_CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                [AT_DTYPE_BF16] = AT_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16};
+    const uint64_t esize = t->dtype == AT_DTYPE_F32 ? 4 : 2;
+    const uint32_t sw = t->swizzle;
+    /* cuTensorMapEncodeTiled's requirements (cuda.h), said in our words */
+    const char *bad = t->dtype > AT_DTYPE_BF16      ? "an element type it has no code for"
+                      : addr % 16                   ? "the buffer's address is not 16-byte aligned"
+                      : t->ld_bytes % 16            ? "its row stride is not a multiple of 16 bytes"
+                      : t->ld_bytes >= (1ull << 40) ? "its row stride is 2^40 bytes or more"
+                      : !t->cols || !t->rows || t->cols > (1ull << 32) || t->rows > (1ull << 32)
+                          ? "a tensor size is 0 or above 2^32"
+                      : !t->box[0] || !t->box[1] || t->box[0] > 256 || t->box[1] > 256
+                          ? "a box size is 0 or above 256"
+                      : t->box[0] * esize % 16 ? "a box row is not a multiple of 16 bytes"
+                      : sw != 0 && sw != 32 && sw != 64 && sw != 128
+                          ? "the swizzle is not 0, 32, 64 or 128 bytes"
+                      : sw && t->box[0] * esize > sw ? "a box row is wider than the swizzle span"
+                                                     : NULL;
+    if (bad) {
+        snprintf(why, len,
+                 "cannot map %llu x %llu elements (row stride %llu bytes, box %u x %u, swizzle "
+                 "%u) at 0x%llx for TMA: %s",
+                 (unsigned long long)t->rows, (unsigned long long)t->cols,
+                 (unsigned long long)t->ld_bytes, t->box[1], t->box[0], sw,
+                 (unsigned long long)addr, bad);
+        return -1;
+    }
+    *out = (at_cu_tmap_call){
+        .dtype = types[t->dtype],
+        .rank = 2,
+        .dims = {t->cols, t->rows},
+        .strides = {t->ld_bytes},
+        .box = {t->box[0], t->box[1]},
+        .elem_strides = {1, 1},
+        .interleave = AT_CU_TENSOR_MAP_INTERLEAVE_NONE,
+        .swizzle = sw == 0    ? AT_CU_TENSOR_MAP_SWIZZLE_NONE
+                   : sw == 32 ? 1
+                   : sw == 64 ? 2
+                              : 3,
+        .l2 = AT_CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        .oob = AT_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    };
+    return 0;
+}
+
+/* A host call of the driver: no context or stream needed. */
+static at_status cuda_encode_tensor_map(at_bdev *d, const at_tmap_desc *t, const void *handle,
+                                        void *out)
+{
+    (void)d;
+    if (!cu.cuTensorMapEncodeTiled)
+        return at_fail(AT_ERR_UNSUPPORTED, "this CUDA driver has no cuTensorMapEncodeTiled "
+                                           "(TMA needs a CUDA 12 or later driver)");
+    at_cu_tmap_call c;
+    char why[512];
+    if (at_cuda_tmap_call(t, devptr(handle), &c, why, sizeof why) != 0)
+        return at_fail(AT_ERR_INVALID_ARG, "%s", why);
+    CUresult r = cu.cuTensorMapEncodeTiled(out, c.dtype, c.rank, (void *)(uintptr_t)handle, c.dims,
+                                           c.strides, c.box, c.elem_strides, c.interleave,
+                                           c.swizzle, c.l2, c.oob);
+    return r == 0 ? AT_OK : cu_fail(AT_ERR_INVALID_ARG, "cuTensorMapEncodeTiled", r);
 }
 
 /* A fault (illegal address, launch failure) is sticky: every later call on the context fails,
@@ -656,5 +750,6 @@ const at_backend_ops at_cuda_backend = {
     .close = cuda_close,
     .resources = cuda_resources,
     .native_context = cuda_native_context,
+    .encode_tensor_map = cuda_encode_tensor_map,
     AT_GPU_BACKEND_SLOTS,
 };

@@ -18,4 +18,20 @@
  * entry function and its "Used N registers" line were found, -1 otherwise (*out all -1). */
 int at_cuda_parse_ptxas(const char *log, const char *kernel, at_resources *out);
 
+/* The arguments of cuTensorMapEncodeTiled for a tensor map (values of cuda.h's enums). */
+typedef struct at_cu_tmap_call {
+    int dtype;
+    unsigned int rank;
+    uint64_t dims[2], strides[1];
+    uint32_t box[2], elem_strides[2];
+    int interleave, swizzle, l2, oob;
+} at_cu_tmap_call;
+
+/* The call encoding t for the buffer at device address addr: 0, or -1 with why naming the
+ * requirement of cuTensorMapEncodeTiled it breaks (16-byte aligned address and row stride,
+ * sizes, box at most 256 per side and a box row within the swizzle span). Defined in cuda.c,
+ * declared here so tests check the exact call without a driver. */
+int at_cuda_tmap_call(const at_tmap_desc *t, uint64_t addr, at_cu_tmap_call *out, char *why,
+                      size_t len);
+
 #endif

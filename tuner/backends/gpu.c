@@ -161,14 +161,18 @@ static void lib_open(at_gpu_lib *l)
     const char *used = NULL;
     void *lib = lib_find(l, &used);
     if (!lib) return;
+    void (*none)(void) = NULL;
     for (size_t i = 0; i < l->nsyms; i++) {
         if (at_dl_symbol(lib, used, l->syms[i].name, l->syms[i].slot, l->why, sizeof l->why) == 0)
             continue;
-        void (*none)(void) = NULL;
         for (size_t j = 0; j < l->nsyms; j++) memcpy(l->syms[j].slot, &none, sizeof none);
         dlclose(lib);
         return;
     }
+    for (size_t i = 0; i < l->nopt; i++) /* absent from this version: the slot says so */
+        if (at_dl_symbol(lib, used, l->opt[i].name, l->opt[i].slot, l->why, sizeof l->why) != 0)
+            memcpy(l->opt[i].slot, &none, sizeof none);
+    l->why[0] = '\0';
     /* the file the loader took, for messages and `autotune devices` (found in a place: that) */
     Dl_info info;
     void *sym = NULL;

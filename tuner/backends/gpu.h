@@ -40,6 +40,9 @@ typedef struct at_gpu_lib {
     const char *const *places;
     const at_dl_sym *syms; /* every symbol it must have, in the order they are checked */
     size_t nsyms;
+    const at_dl_sym *opt; /* symbols it may lack (calls newer than the oldest version we load):
+                           * their slots stay NULL when absent */
+    size_t nopt;
     /* Runs once the symbols are there (cuInit, a version), used naming the file loaded: 0, or
      * -1 with l->why set. NULL: nothing to run. */
     int (*start)(struct at_gpu_lib *l, const char *used);
@@ -59,10 +62,17 @@ typedef struct at_gpu_lib {
         .nsyms = sizeof(syms_) / sizeof(syms_)[0], .start = (start_),                              \
         .mu = PTHREAD_MUTEX_INITIALIZER                                                            \
     }
+/* The same with optional symbols (an array) too. */
+#define AT_GPU_LIB_OPT(name_, env_, names_, places_, syms_, opt_, start_)                          \
+    {                                                                                              \
+        .name = (name_), .env = (env_), .names = (names_), .places = (places_), .syms = (syms_),   \
+        .nsyms = sizeof(syms_) / sizeof(syms_)[0], .opt = (opt_),                                  \
+        .nopt = sizeof(opt_) / sizeof(opt_)[0], .start = (start_), .mu = PTHREAD_MUTEX_INITIALIZER \
+    }
 
-/* Loads l the first time (every symbol, then start); AT_OK, or l's status with the message
- * "<name> unavailable: <why>". On a missing symbol the library is closed and every slot of syms
- * is NULL again. Thread-safe. */
+/* Loads l the first time (every symbol, the optional ones, then start); AT_OK, or l's status
+ * with the message "<name> unavailable: <why>". On a missing symbol the library is closed and
+ * every slot of syms is NULL again. Thread-safe. */
 at_status at_gpu_lib_load(at_gpu_lib *l);
 
 /* ---- errors ------------------------------------------------------------------------------- */
