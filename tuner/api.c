@@ -1218,8 +1218,12 @@ at_status at_kernel_launch(at_kernel *k, const at_devptr *buffers, size_t nbuffe
      * at_kernel makes its own at its first launch. */
     if (s == AT_OK && k->ws_bytes && !k->workspace.handle)
         s = at_workspace_ensure(ctx, &k->workspace, k->ws_bytes);
+    /* Tensor maps (TMA) are encoded for the caller's buffers at every launch: a host call,
+     * no device work; a buffer the hardware cannot map (not 16-byte aligned) fails here. */
+    const at_tmap_src maps = {k->maps, ctx->ops, ctx->dev};
     if (s == AT_OK)
-        s = at_args_build(k->args, k->nargs, k->problem, handles, k->workspace.handle, &args);
+        s = at_args_build(k->args, k->nargs, k->problem, handles, k->workspace.handle, &maps,
+                          &args);
     if (s == AT_OK)
         s = ctx->ops->launch(ctx->dev, k->prog, args.a, args.n, k->global, k->local, k->dims,
                              k->shared_bytes, stream, NULL);

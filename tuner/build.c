@@ -80,11 +80,13 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_problem *p, 
         (k->problem = at_problem_resolve(p)) ? AT_OK : at_fail(AT_ERR_NO_MEMORY, "out of memory");
     for (size_t i = 0; st == AT_OK && i < s->nargs; i++) {
         k->args[i] = s->args[i];
+        k->args[i].tmap = NULL; /* the space's: resolved into k->maps below */
         if (s->args[i].name && !(k->args[i].name = at_strdup(s->args[i].name)))
             st = at_fail(AT_ERR_NO_MEMORY, "out of memory");
         else
             k->nargs++;
     }
+    if (st == AT_OK) st = at_args_maps(s, cfg, k->problem, k->maps);
     if (st == AT_OK) st = at_space_launch(s, cfg, k->global, k->local);
     size_t ws_bytes = 0;
     if (st == AT_OK) st = at_space_memory(s, cfg, &k->shared_bytes, &ws_bytes);

@@ -125,6 +125,8 @@ at_status at_problem_validate(const at_problem *p);
 
 /* ---- kernel arguments ---------------------------------------------------------------------- */
 
+#define AT_MAX_TMAPS 4 /* tensor maps one launch passes */
+
 /* One launch's arguments built from a template's `arguments:` list. */
 typedef struct at_arglist {
     at_karg a[AT_MAX_ARGS];
@@ -136,15 +138,37 @@ typedef struct at_arglist {
         void *ptr;
     } v[AT_MAX_ARGS];
     size_t n;
+    _Alignas(64) unsigned char maps[AT_MAX_TMAPS][AT_TMAP_BYTES]; /* encoded tensor maps */
+    size_t nmaps;
 } at_arglist;
+
+/* What tensor-map arguments are made from: their descriptions for the config (at_args_maps, one
+ * per argument of the list) and the device that encodes them (ops NULL: zeroed placeholders,
+ * for a list whose maps the device half encodes). */
+typedef struct at_tmap_src {
+    const at_tmap_desc *desc;
+    const at_backend_ops *ops;
+    at_bdev *dev;
+} at_tmap_src;
 
 /* Builds the arguments of a template's list (`arguments:`, nargs entries) for problem p:
  * buffers by role from handles (in the operation's role order; NULL: placeholders), scalars
  * from the operation, the workspace when ws is not NULL (a config whose `workspace:` is 0 takes
- * none). The one argument builder: tuning, the library's launch and the test fake all use it.
- * AT_ERR_TEMPLATE names a role or scalar the operation does not have. */
+ * none), tensor maps from maps (those whose `when:` is false left out; maps NULL: every one a
+ * zeroed placeholder, as when no config is known yet). The one argument builder: tuning, the
+ * library's launch and the test fake all use it. AT_ERR_TEMPLATE names a role or scalar the
+ * operation does not have; a map the device cannot encode fails as at_tmap_encode says. */
 at_status at_args_build(const at_arg *args, size_t nargs, const at_problem *p, void *const *handles,
-                        const void *ws, at_arglist *out);
+                        const void *ws, const at_tmap_src *maps, at_arglist *out);
+/* The tensor-map arguments of space s (bound to p) at config cfg, one desc per argument (other
+ * kinds left zero). AT_ERR_TEMPLATE naming the argument when a value is out of range (sizes
+ * and box below 1, ld below cols, swizzle not 0, 32, 64 or 128, a role p does not have). */
+at_status at_args_maps(const at_space *s, const int64_t *cfg, const at_problem *p,
+                       at_tmap_desc *out);
+/* Encodes desc for the buffer at handle into out (AT_TMAP_BYTES) with ops' encode_tensor_map;
+ * AT_ERR_UNSUPPORTED when the backend has none. */
+at_status at_tmap_encode(const at_backend_ops *ops, at_bdev *dev, const at_tmap_desc *desc,
+                         const void *handle, void *out);
 /* The position of an argument (kind and name; any name for the workspace) in a list of nargs
  * built with no workspace skipped, -1 if absent. */
 int at_args_index(const at_arg *args, size_t nargs, at_arg_kind kind, const char *name);

@@ -51,13 +51,14 @@ int at_candidate_fits(at_context *ctx, at_bprog *prog, const size_t local[3], ch
 
 #define AT_GUARD_BYTES 4096 /* canaries before and after every buffer of a checked run */
 
-/* One kernel argument as the device half builds it: a buffer by index, the workspace, or a
- * scalar's bytes. */
+/* One kernel argument as the device half builds it: a buffer by index, the workspace, a
+ * scalar's bytes, or a tensor map of a buffer, encoded there for its own device address. */
 typedef struct at_run_arg {
     uint8_t kind; /* at_arg_kind */
     uint8_t size; /* scalar bytes */
     uint16_t buffer;
     unsigned char value[8];
+    at_tmap_desc tmap; /* AT_ARG_TENSORMAP */
 } at_run_arg;
 
 /* How to launch a compiled candidate. */

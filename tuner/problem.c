@@ -1,6 +1,7 @@
 /* problem.c — the operation registry, problems as field values any tool can set from text, and
  * the one builder of kernel arguments from a template's `arguments:` list. */
 #include "tuner/op.h"
+#include "tuner/tuner.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -336,12 +337,72 @@ static int role_index(const at_op *op, const char *role)
     return -1;
 }
 
+at_status at_tmap_encode(const at_backend_ops *ops, at_bdev *dev, const at_tmap_desc *desc,
+                         const void *handle, void *out)
+{
+    if (!ops->encode_tensor_map)
+        return at_fail(AT_ERR_UNSUPPORTED, "the %s backend has no tensor maps (TMA)", ops->name);
+    return ops->encode_tensor_map(dev, desc, handle, out);
+}
+
+at_status at_args_maps(const at_space *s, const int64_t *cfg, const at_problem *p,
+                       at_tmap_desc *out)
+{
+    at_op_buffer lay[AT_MAX_BUFFERS];
+    int have_lay = 0;
+    for (size_t i = 0; i < s->nargs; i++) {
+        const at_arg *a = &s->args[i];
+        memset(&out[i], 0, sizeof out[i]);
+        if (a->kind != AT_ARG_TENSORMAP) continue;
+        int64_t v[AT_TMAP_NEXPR];
+        AT_TRY(at_space_tmap(s, cfg, i, v));
+        if (!v[AT_TMAP_WHEN]) continue;
+        int r = role_index(p->op, a->name);
+        if (r < 0)
+            return at_fail(AT_ERR_TEMPLATE, "argument %zu: operation %s has no buffer '%s'", i,
+                           p->op->name, a->name);
+        if (!have_lay) {
+            memset(lay, 0, sizeof lay);
+            AT_TRY(p->op->layout(p->data, lay));
+            have_lay = 1;
+        }
+        const int64_t sw = v[AT_TMAP_SWIZZLE];
+        const char *bad = v[AT_TMAP_COLS] < 1 || v[AT_TMAP_ROWS] < 1 ? "a size is below 1"
+                          : v[AT_TMAP_LD] < v[AT_TMAP_COLS]          ? "ld is below cols"
+                          : v[AT_TMAP_BOX0] < 1 || v[AT_TMAP_BOX1] < 1 ||
+                                  v[AT_TMAP_BOX0] > UINT32_MAX || v[AT_TMAP_BOX1] > UINT32_MAX
+                              ? "a box size is out of range"
+                          : sw != 0 && sw != 32 && sw != 64 && sw != 128
+                              ? "swizzle is not 0, 32, 64 or 128"
+                              : NULL;
+        if (bad)
+            return at_fail(AT_ERR_TEMPLATE,
+                           "argument %zu (tensormap of %s): %s (cols %lld, rows %lld, ld %lld, "
+                           "box [%lld, %lld], swizzle %lld)",
+                           i, a->name, bad, (long long)v[AT_TMAP_COLS], (long long)v[AT_TMAP_ROWS],
+                           (long long)v[AT_TMAP_LD], (long long)v[AT_TMAP_BOX0],
+                           (long long)v[AT_TMAP_BOX1], (long long)sw);
+        out[i] = (at_tmap_desc){
+            .cols = (uint64_t)v[AT_TMAP_COLS],
+            .rows = (uint64_t)v[AT_TMAP_ROWS],
+            .ld_bytes = (uint64_t)v[AT_TMAP_LD] * at_dtype_size(lay[r].dtype),
+            .box = {(uint32_t)v[AT_TMAP_BOX0], (uint32_t)v[AT_TMAP_BOX1]},
+            .swizzle = (uint32_t)sw,
+            .buffer = (uint16_t)r,
+            .dtype = (uint8_t)lay[r].dtype,
+            .present = 1,
+        };
+    }
+    return AT_OK;
+}
+
 at_status at_args_build(const at_arg *args, size_t nargs, const at_problem *p, void *const *handles,
-                        const void *ws, at_arglist *out)
+                        const void *ws, const at_tmap_src *maps, at_arglist *out)
 {
     static const size_t sizes[] = {
         [AT_ARG_I32] = 4, [AT_ARG_I64] = 8, [AT_ARG_F32] = 4, [AT_ARG_F64] = 8};
     out->n = 0;
+    out->nmaps = 0;
     if (!nargs) return at_fail(AT_ERR_TEMPLATE, "the template lists no 'arguments'");
     for (size_t i = 0; i < nargs; i++) {
         const at_arg *a = &args[i];
@@ -350,13 +411,33 @@ at_status at_args_build(const at_arg *args, size_t nargs, const at_problem *p, v
             if (!ws) continue; /* a config without scratch takes no workspace argument */
             out->v[out->n].ptr = (void *)ws;
             *k = (at_karg){sizeof(void *), &out->v[out->n].ptr};
-        } else if (a->kind == AT_ARG_BUFFER) {
+        } else if (a->kind == AT_ARG_BUFFER || a->kind == AT_ARG_TENSORMAP) {
             int r = role_index(p->op, a->name);
             if (r < 0)
                 return at_fail(AT_ERR_TEMPLATE, "argument %zu: operation %s has no buffer '%s'", i,
                                p->op->name, a->name);
-            out->v[out->n].ptr = handles ? handles[r] : NULL;
-            *k = (at_karg){sizeof(void *), &out->v[out->n].ptr};
+            if (a->kind == AT_ARG_BUFFER) {
+                out->v[out->n].ptr = handles ? handles[r] : NULL;
+                *k = (at_karg){sizeof(void *), &out->v[out->n].ptr};
+            } else {
+                if (maps && !maps->desc[i].present) continue; /* its `when:` is false */
+                if (out->nmaps == AT_MAX_TMAPS)
+                    return at_fail(AT_ERR_TEMPLATE, "argument %zu: more than %d tensor maps", i,
+                                   AT_MAX_TMAPS);
+                unsigned char *m = out->maps[out->nmaps++];
+                memset(m, 0, AT_TMAP_BYTES);
+                if (maps && maps->ops) {
+                    at_status st = at_tmap_encode(maps->ops, maps->dev, &maps->desc[i],
+                                                  handles ? handles[r] : NULL, m);
+                    if (st != AT_OK) {
+                        char msg[512];
+                        snprintf(msg, sizeof msg, "%s", at_errmsg());
+                        return at_fail(st, "tensor map of buffer %s (argument %zu): %s", a->name, i,
+                                       msg);
+                    }
+                }
+                *k = (at_karg){AT_TMAP_BYTES, m};
+            }
         } else {
             int64_t iv = 0;
             double fv = 0;

@@ -130,18 +130,27 @@ static at_status make_spec(const at_runner *r, const at_template *t, const int64
     void *tokens[AT_MAX_BUFFERS];
     for (size_t i = 0; i < r->nbufs; i++) tokens[i] = (void *)(uintptr_t)(i + 1);
     static const char ws_token;
+    at_tmap_desc maps[AT_MAX_ARGS];
+    AT_TRY(at_args_maps(s, cfg, r->p, maps));
+    const at_tmap_src src = {maps, NULL, NULL}; /* encoded by the device half */
     at_arglist a;
-    AT_TRY(at_args_build(s->args, s->nargs, r->p, tokens, spec->ws_bytes ? &ws_token : NULL, &a));
-    /* The built list follows the template's, less a workspace the config does not take. */
+    AT_TRY(at_args_build(s->args, s->nargs, r->p, tokens, spec->ws_bytes ? &ws_token : NULL, &src,
+                         &a));
+    /* The built list follows the template's, less a workspace the config does not take and
+     * the tensor maps whose `when:` is false. */
     size_t k = 0;
     for (size_t i = 0; i < s->nargs; i++) {
         const at_arg *arg = &s->args[i];
         if (arg->kind == AT_ARG_WORKSPACE && !spec->ws_bytes) continue;
+        if (arg->kind == AT_ARG_TENSORMAP && !maps[i].present) continue;
         at_run_arg *ra = &spec->args[k];
         ra->kind = (uint8_t)arg->kind;
         if (arg->kind == AT_ARG_BUFFER)
             ra->buffer = (uint16_t)((uintptr_t)a.v[k].ptr - 1);
-        else if (arg->kind == AT_ARG_SCALAR) {
+        else if (arg->kind == AT_ARG_TENSORMAP) {
+            ra->tmap = maps[i];
+            ra->buffer = maps[i].buffer;
+        } else if (arg->kind == AT_ARG_SCALAR) {
             ra->size = (uint8_t)a.a[k].size;
             memcpy(ra->value, a.a[k].ptr, a.a[k].size);
         }

@@ -107,8 +107,9 @@ struct at_kernel {
     at_problem *problem; /* resolved, owned: the values scalar arguments are made from */
     char config[512];
     char template_name[64];
-    at_arg args[AT_MAX_ARGS]; /* the template's argument list (names owned) */
+    at_arg args[AT_MAX_ARGS]; /* the template's argument list (names owned; tmap NULL) */
     size_t nargs;
+    at_tmap_desc maps[AT_MAX_ARGS]; /* its tensor maps at this config, encoded per launch */
     size_t global[3], local[3], dims;
     size_t shared_bytes; /* dynamic shared memory per block (`launch: shared:`) */
     at_bbuf workspace;   /* zeroed scratch (`workspace:`), the trailing argument; NULL handle:

@@ -187,9 +187,22 @@ static void failed(devside *d, reply *rp)
 static at_status make_args(devside *d, const at_run_spec *s)
 {
     d->args.n = s->nargs;
+    d->args.nmaps = 0;
     for (size_t i = 0; i < s->nargs; i++) {
         const at_run_arg *a = &s->args[i];
-        if (a->kind == AT_ARG_BUFFER) {
+        if (a->kind == AT_ARG_TENSORMAP) {
+            /* encoded here: the buffer's address is only valid in this context */
+            if (a->buffer >= d->n || d->args.nmaps == AT_MAX_TMAPS)
+                return at_fail(AT_ERR_INTERNAL, "argument %zu: no buffer or too many maps", i);
+            unsigned char *m = d->args.maps[d->args.nmaps++];
+            at_status st = at_tmap_encode(d->ops, d->dev, &a->tmap, d->view[a->buffer].handle, m);
+            if (st != AT_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", at_errmsg());
+                return at_fail(st, "tensor map of argument %zu: %s", i, msg);
+            }
+            d->args.a[i] = (at_karg){AT_TMAP_BYTES, m};
+        } else if (a->kind == AT_ARG_BUFFER) {
             if (a->buffer >= d->n) return at_fail(AT_ERR_INTERNAL, "argument %zu: no buffer", i);
             d->args.v[i].ptr = d->view[a->buffer].handle;
             d->args.a[i] = (at_karg){sizeof(void *), &d->args.v[i].ptr};

@@ -124,7 +124,8 @@ static void test_argument_builder(void **state)
     int ws = 0;
     at_arglist a;
     /* Without a workspace the trailing argument is left out. */
-    assert_int_equal(at_args_build(t->space->args, t->space->nargs, &p, bufs, NULL, &a), AT_OK);
+    assert_int_equal(at_args_build(t->space->args, t->space->nargs, &p, bufs, NULL, NULL, &a),
+                     AT_OK);
     assert_int_equal(a.n, 11);
     assert_int_equal(*(const int32_t *)a.a[0].ptr, 7);
     assert_int_equal(a.a[3].size, 4);
@@ -136,14 +137,15 @@ static void test_argument_builder(void **state)
     assert_int_equal(*(const int32_t *)a.a[8].ptr, 5);
     assert_ptr_equal(*(void *const *)a.a[9].ptr, bufs[2]);
     assert_int_equal(*(const int32_t *)a.a[10].ptr, 9);
-    assert_int_equal(at_args_build(t->space->args, t->space->nargs, &p, bufs, &ws, &a), AT_OK);
+    assert_int_equal(at_args_build(t->space->args, t->space->nargs, &p, bufs, &ws, NULL, &a),
+                     AT_OK);
     assert_int_equal(a.n, 12);
     assert_ptr_equal(*(void *const *)a.a[11].ptr, (void *)&ws);
     /* A template naming what the operation does not have is refused, naming it. */
     at_arg bad[2] = {{AT_ARG_BUFFER, AT_ARG_I32, "D"}, {AT_ARG_SCALAR, AT_ARG_I32, "q"}};
-    assert_int_equal(at_args_build(bad, 1, &p, bufs, NULL, &a), AT_ERR_TEMPLATE);
+    assert_int_equal(at_args_build(bad, 1, &p, bufs, NULL, NULL, &a), AT_ERR_TEMPLATE);
     assert_non_null(strstr(at_errmsg(), "no buffer 'D'"));
-    assert_int_equal(at_args_build(bad + 1, 1, &p, bufs, NULL, &a), AT_ERR_TEMPLATE);
+    assert_int_equal(at_args_build(bad + 1, 1, &p, bufs, NULL, NULL, &a), AT_ERR_TEMPLATE);
     assert_non_null(strstr(at_errmsg(), "no value 'q'"));
     at_template_free(t);
 }

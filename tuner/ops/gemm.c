@@ -91,6 +91,10 @@ at_status at_gemm_bind(const at_gemm_problem *g, at_space *s)
     AT_TRY(at_space_set(s, "big", span >= 2147483648.0));
     /* The 16-bit templates take the element type as a problem variable (0 f16, 1 bf16). */
     if (g->dtype != AT_DTYPE_F32) AT_TRY(at_space_set(s, "dt", g->dtype == AT_DTYPE_BF16));
+    /* The leading dimensions, for templates that declare them: a tensor map (TMA) needs rows
+     * 16-byte aligned, and its row stride comes from them. */
+    if (at_space_has_problem(s, "lda")) AT_TRY(at_space_set(s, "lda", lda));
+    if (at_space_has_problem(s, "ldb")) AT_TRY(at_space_set(s, "ldb", ldb));
     return AT_OK;
 }
 
