@@ -138,9 +138,15 @@ typedef struct at_arglist {
         void *ptr;
     } v[AT_MAX_ARGS];
     size_t n;
-    _Alignas(64) unsigned char maps[AT_MAX_TMAPS][AT_TMAP_BYTES]; /* encoded tensor maps */
+    /* encoded tensor maps, at_arglist_map's 64-byte aligned slots (an arglist may live in
+     * malloc'd memory, which _Alignas does not align) */
+    unsigned char mapbuf[(AT_MAX_TMAPS + 1) * AT_TMAP_BYTES];
     size_t nmaps;
 } at_arglist;
+
+/* The next tensor-map slot of l (AT_TMAP_BYTES, 64-byte aligned, zeroed); NULL when all
+ * AT_MAX_TMAPS are taken. */
+unsigned char *at_arglist_map(at_arglist *l);
 
 /* What tensor-map arguments are made from: their descriptions for the config (at_args_maps, one
  * per argument of the list) and the device that encodes them (ops NULL: zeroed placeholders,

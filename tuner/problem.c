@@ -337,6 +337,15 @@ static int role_index(const at_op *op, const char *role)
     return -1;
 }
 
+unsigned char *at_arglist_map(at_arglist *l)
+{
+    if (l->nmaps == AT_MAX_TMAPS) return NULL;
+    unsigned char *m = (unsigned char *)(((uintptr_t)l->mapbuf + 63) & ~(uintptr_t)63) +
+                       l->nmaps++ * AT_TMAP_BYTES;
+    memset(m, 0, AT_TMAP_BYTES);
+    return m;
+}
+
 at_status at_tmap_encode(const at_backend_ops *ops, at_bdev *dev, const at_tmap_desc *desc,
                          const void *handle, void *out)
 {
@@ -421,11 +430,10 @@ at_status at_args_build(const at_arg *args, size_t nargs, const at_problem *p, v
                 *k = (at_karg){sizeof(void *), &out->v[out->n].ptr};
             } else {
                 if (maps && !maps->desc[i].present) continue; /* its `when:` is false */
-                if (out->nmaps == AT_MAX_TMAPS)
+                unsigned char *m = at_arglist_map(out);
+                if (!m)
                     return at_fail(AT_ERR_TEMPLATE, "argument %zu: more than %d tensor maps", i,
                                    AT_MAX_TMAPS);
-                unsigned char *m = out->maps[out->nmaps++];
-                memset(m, 0, AT_TMAP_BYTES);
                 if (maps && maps->ops) {
                     at_status st = at_tmap_encode(maps->ops, maps->dev, &maps->desc[i],
                                                   handles ? handles[r] : NULL, m);

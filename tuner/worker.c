@@ -192,9 +192,9 @@ static at_status make_args(devside *d, const at_run_spec *s)
         const at_run_arg *a = &s->args[i];
         if (a->kind == AT_ARG_TENSORMAP) {
             /* encoded here: the buffer's address is only valid in this context */
-            if (a->buffer >= d->n || d->args.nmaps == AT_MAX_TMAPS)
+            unsigned char *m = at_arglist_map(&d->args);
+            if (a->buffer >= d->n || !m)
                 return at_fail(AT_ERR_INTERNAL, "argument %zu: no buffer or too many maps", i);
-            unsigned char *m = d->args.maps[d->args.nmaps++];
             at_status st = at_tmap_encode(d->ops, d->dev, &a->tmap, d->view[a->buffer].handle, m);
             if (st != AT_OK) {
                 char msg[512];

@@ -1,8 +1,9 @@
 /* test_pipeline.c — the candidate pipeline's GPU-side logic on a fake backend that runs on the
  * host: statuses (ok, compile_error, resource_limit, wrong_result, crashed), the cache flush
  * before each timed run, a poisoned context recycled with the run resumed from the database,
- * and dynamic shared memory, workspaces and split-K (a host emulation of gemm_mma's reduction
- * protocol) reaching the launch. No device needed. */
+ * dynamic shared memory, workspaces and split-K (a host emulation of gemm_mma's reduction
+ * protocol) reaching the launch, and tensor maps (TMA) encoded for the buffers each launch
+ * passes. No device needed. */
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -54,6 +55,7 @@ static at_status f_info(int idx, at_device_info *o)
     o->compute_units = 4;
     o->max_registers_per_block = 65536;
     o->l2_bytes = 4096; /* a GPU: the pipeline flushes this much before each timed run */
+    o->tma = 1;
     return AT_OK;
 }
 static at_status f_open(int idx, at_bdev **out)
@@ -224,6 +226,46 @@ static at_status splitk_emulate(const at_bprog *p, const at_karg *a, size_t n, c
     return AT_OK;
 }
 
+/* A tensor map as the fake encodes it: the description, then the buffer's address. */
+typedef struct fake_map {
+    at_tmap_desc desc;
+    const void *handle;
+} fake_map;
+static int g_encodes;
+
+/* Refuses what the hardware would (an address not 16-byte aligned) and, to see a failed
+ * encode recorded as the candidate's outcome, boxes of 16 rows. */
+static at_status f_encode(at_bdev *d, const at_tmap_desc *t, const void *handle, void *out)
+{
+    (void)d;
+    g_encodes++;
+    if ((uintptr_t)handle % 16) return at_fail(AT_ERR_INVALID_ARG, "not 16-byte aligned");
+    if (t->box[1] == 16) return at_fail(AT_ERR_INVALID_ARG, "box of %u rows", t->box[1]);
+    assert_int_equal((uintptr_t)out % 64, 0);
+    memset(out, 0, AT_TMAP_BYTES);
+    memcpy(out, &(fake_map){*t, handle}, sizeof(fake_map));
+    return AT_OK;
+}
+
+/* LOAD=1 kernels of the TMA space take a map of A after C: it must be A's, as it is passed. */
+static at_status check_map(const at_bprog *p, const at_karg *a, size_t n)
+{
+    const int64_t load = define_of(p, "LOAD");
+    if (n != (size_t)(11 + load))
+        return at_fail(AT_ERR_LAUNCH, "LOAD=%lld: %zu arguments", (long long)load, n);
+    if (!load) return AT_OK;
+    if (a[11].size != AT_TMAP_BYTES)
+        return at_fail(AT_ERR_LAUNCH, "a map of %zu bytes", a[11].size);
+    fake_map m;
+    memcpy(&m, a[11].ptr, sizeof m);
+    if (m.handle != BUF("A") || m.desc.cols != (uint64_t)I32("k") ||
+        m.desc.rows != (uint64_t)I32("m") || m.desc.ld_bytes != (uint64_t)I32("lda") * 4 ||
+        m.desc.box[0] != 4 || m.desc.box[1] != (uint32_t)define_of(p, "BM") ||
+        m.desc.dtype != AT_DTYPE_F32 || m.desc.buffer != 0)
+        return at_fail(AT_ERR_LAUNCH, "a wrong map");
+    return AT_OK;
+}
+
 /* Runs the GEMM on the host (nn layout); BM=16,BN=32 is wrong, BM=32,BN=32,SA=1 faults.
  * Configs with SPLITK > 1 run splitk_emulate. */
 static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, const size_t g[3],
@@ -241,6 +283,10 @@ static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, c
         if (s != AT_OK) return s;
         if (ms) *ms = 10.0 / (double)define_of(p, "SPLITK") + (define_of(p, "BM") == 16);
         if (define_of(p, "SPLITK") > 1) return AT_OK;
+    }
+    if (define_of(p, "LOAD") >= 0) {
+        at_status s = check_map(p, a, n);
+        if (s != AT_OK) return s;
     }
     if (has(p, "-DBM=32 -DBN=32 ") && has(p, "-DSA=1 ")) {
         d->poisoned = 1;
@@ -268,7 +314,8 @@ static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, c
     if (has(p, "-DBM=16 -DBN=32 ")) C[0] += 1.0f;
     /* Bigger tiles are faster on the fake GPU, so the best is known. */
     if (ms && define_of(p, "SPLITK") < 0)
-        *ms = 1.0 + 100.0 / (double)(strstr(p->options, "-DBM=32") ? 32 : 16);
+        *ms = 1.0 + 100.0 / (double)(strstr(p->options, "-DBM=32") ? 32 : 16) -
+              0.5 * (define_of(p, "LOAD") == 1);
     return AT_OK;
 }
 static void *f_native(at_bdev *d)
@@ -301,6 +348,7 @@ static const at_backend_ops fake = {
     .finish = f_finish,
     .native_context = f_native,
     .native_queue = f_native,
+    .encode_tensor_map = f_encode,
 };
 
 /* ---- the test ---------------------------------------------------------------------------------
@@ -480,13 +528,23 @@ static void test_statuses_flush_and_recycle(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
-/* A split-K space with dynamic shared memory and a workspace, on the fake GPU: the shared size
- * and the workspace reach every launch, split-K results are checked like any other, a kernel
- * that leaves its workspace dirty is a wrong_result, and the tuned kernel launched on the
- * caller's buffers uses the workspace kept with it (zero again after each launch). */
-static void test_splitk_workspace_shared(void **state)
+static const char YAML_SPLITK[] =
+    "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+    "problem: [m, n, k, ta, tb, big]\n"
+    "device: [max_shared_optin]\n"
+    "parameters:\n  BM: [16, 32, 128]\n  BN: [8]\n  BK: [4]\n  SPLITK: [1, 2, 4, 8]\n"
+    "derived:\n  TILES: ceil_div(m, BM) * ceil_div(n, BN)\n  SMEM: 1024 * BM\n"
+    "constraints:\n  - SMEM <= device.max_shared_optin\n"
+    "launch:\n  global: [ceil_div(n, BN) * 32, ceil_div(m, BM), SPLITK]\n"
+    "  local: [32, 1, 1]\n  shared: SMEM\n"
+    "workspace: \"SPLITK > 1 ? TILES * (BM * BN + 1) * 4 : 0\"\n"
+    "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
+    "            buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n";
+
+/* A temporary folder (g_dir) with a database and templates: an empty common/fake.h, an empty
+ * gemm.cl and gemm.yaml = yaml, loaded into g_tpl; AUTOTUNE_TEMPLATE_PATH points there. */
+static void fake_templates(const char *yaml)
 {
-    (void)state;
     snprintf(g_dir, sizeof g_dir, "/tmp/at-test-pipe-XXXXXX");
     assert_non_null(mkdtemp(g_dir));
     char path[128];
@@ -496,21 +554,9 @@ static void test_splitk_workspace_shared(void **state)
         assert_int_equal(mkdir(path, 0700), 0);
     }
     snprintf(path, sizeof path, "%s/tpl", g_dir);
-    static const char *const files[][2] = {
-        {"common/fake.h", ""},
-        {"gemm/gemm.cl", "KERNEL void gemm(void) {}\n"},
-        {"gemm/gemm.yaml",
-         "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
-         "problem: [m, n, k, ta, tb, big]\n"
-         "device: [max_shared_optin]\n"
-         "parameters:\n  BM: [16, 32, 128]\n  BN: [8]\n  BK: [4]\n  SPLITK: [1, 2, 4, 8]\n"
-         "derived:\n  TILES: ceil_div(m, BM) * ceil_div(n, BN)\n  SMEM: 1024 * BM\n"
-         "constraints:\n  - SMEM <= device.max_shared_optin\n"
-         "launch:\n  global: [ceil_div(n, BN) * 32, ceil_div(m, BM), SPLITK]\n"
-         "  local: [32, 1, 1]\n  shared: SMEM\n"
-         "workspace: \"SPLITK > 1 ? TILES * (BM * BN + 1) * 4 : 0\"\n"
-         "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-         "            buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n"}};
+    const char *const files[][2] = {{"common/fake.h", ""},
+                                    {"gemm/gemm.cl", "KERNEL void gemm(void) {}\n"},
+                                    {"gemm/gemm.yaml", yaml}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char f[160];
         snprintf(f, sizeof f, "%s/%s", path, files[i][0]);
@@ -521,7 +567,25 @@ static void test_splitk_workspace_shared(void **state)
     }
     setenv("AUTOTUNE_TEMPLATE_PATH", path, 1);
     assert_int_equal(at_template_load("gemm", "fake", &g_tpl), AT_OK);
+}
 
+static void fake_templates_remove(void)
+{
+    at_template_free(g_tpl);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+    unsetenv("AUTOTUNE_TEMPLATE_PATH");
+}
+
+/* A split-K space with dynamic shared memory and a workspace, on the fake GPU: the shared size
+ * and the workspace reach every launch, split-K results are checked like any other, a kernel
+ * that leaves its workspace dirty is a wrong_result, and the tuned kernel launched on the
+ * caller's buffers uses the workspace kept with it (zero again after each launch). */
+static void test_splitk_workspace_shared(void **state)
+{
+    (void)state;
+    fake_templates(YAML_SPLITK);
     at_context ctx = {.ops = &fake, .compile_threads = 2};
     f_info(0, &ctx.info);
     assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
@@ -573,11 +637,73 @@ static void test_splitk_workspace_shared(void **state)
 
     fake.close(ctx.dev);
     at_db_close(ctx.db);
-    at_template_free(g_tpl);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    assert_int_equal(system(cmd), 0);
-    unsetenv("AUTOTUNE_TEMPLATE_PATH");
+    fake_templates_remove();
+}
+
+/* Tensor maps on the fake GPU: a config's map reaches the device half and is encoded there for
+ * the buffer the kernel gets (LOAD=0 configs take none: `when:`), a map the device refuses is
+ * that candidate's launch_error, a problem whose rows are not 16-byte multiples has no TMA
+ * config (the space's constraint), and the tuned kernel's map is encoded at every launch for the
+ * caller's buffer — a misaligned one is a clear AT_ERR_INVALID_ARG. */
+static void test_tensor_maps(void **state)
+{
+    (void)state;
+    fake_templates(
+        "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+        "problem: [m, n, k, ta, tb, big, lda]\ndevice: [tma]\n"
+        "parameters:\n  BM: [16, 32]\n  LOAD: [0, 1]\n"
+        "constraints:\n  - LOAD == 0 || (device.tma && lda % 4 == 0)\n"
+        "launch:\n  global: [32, ceil_div(m, BM)]\n  local: [32, 1]\n"
+        "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
+        "            buffer: B, i32: ldb, buffer: C, i32: ldc,\n"
+        "            tensormap: {buffer: A, when: LOAD, cols: k, rows: m, ld: lda,\n"
+        "                        box: [4, BM], swizzle: 0}]\n");
+    at_context ctx = {.ops = &fake, .compile_threads = 1};
+    f_info(0, &ctx.info);
+    assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
+    assert_int_equal(fake.open(0, &ctx.dev), AT_OK);
+    at_gemm_problem p = {.m = 20, .n = 8, .k = 12, .alpha = 1.0f};
+    at_tune_options o = {.strategy = "exhaustive"};
+    at_tune_report r;
+    at_kernel *k = NULL;
+    g_encodes = 0;
+    at_status st = at_gemm_tune(&ctx, &p, &o, &r, &k);
+    if (st != AT_OK) fail_msg("tune: %s", at_errmsg());
+    assert_int_equal(r.space, 4);
+    assert_int_equal(r.failed, 1); /* BM=16,LOAD=1: a box of 16 rows */
+    assert_true(g_encodes >= 2);
+    assert_string_equal(r.best_config, "BM=32,LOAD=1");
+    const char *want[2] = {"box of 16 rows", 0};
+    assert_int_equal(at_db_scan(ctx.db, "results", "gemm/f32/nn/20x8x12|", count_status, want),
+                     AT_OK);
+    assert_int_equal((intptr_t)want[1], 1);
+
+    /* the tuned kernel on the caller's buffers: encoded for them at each launch */
+    _Alignas(16) float A[20 * 12 + 4], B[12 * 8], C[20 * 8];
+    for (int i = 0; i < 20 * 12 + 4; i++) A[i] = (float)(i % 5);
+    for (int i = 0; i < 12 * 8; i++) B[i] = (float)(i % 3);
+    g_encodes = 0;
+    assert_int_equal(at_gemm_launch(k, (at_devptr){A}, (at_devptr){B}, (at_devptr){C}, NULL),
+                     AT_OK);
+    assert_int_equal(g_encodes, 1);
+    double s = 0;
+    for (int q = 0; q < 12; q++) s += (double)A[q] * B[q * 8];
+    assert_float_equal(C[0], s, 1e-4);
+    assert_int_equal(at_gemm_launch(k, (at_devptr){A + 1}, (at_devptr){B}, (at_devptr){C}, NULL),
+                     AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_context_last_error(&ctx), "tensor map of buffer A"));
+    assert_non_null(strstr(at_context_last_error(&ctx), "16-byte"));
+    at_kernel_destroy(k);
+
+    /* lda = 13: rows of 52 bytes, no TMA config */
+    at_gemm_problem q = {.m = 20, .n = 8, .k = 12, .lda = 13, .alpha = 1.0f};
+    at_space_info si;
+    assert_int_equal(at_gemm_space(&ctx, &q, &si, NULL, NULL), AT_OK);
+    assert_int_equal(si.valid, 2);
+
+    fake.close(ctx.dev);
+    at_db_close(ctx.db);
+    fake_templates_remove();
 }
 
 /* A database written by autotune 0.1 (tests/fixtures/db-v1, tuned on PoCL) still answers: its
@@ -647,6 +773,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_statuses_flush_and_recycle),
                                        cmocka_unit_test(test_splitk_workspace_shared),
+                                       cmocka_unit_test(test_tensor_maps),
                                        cmocka_unit_test(test_v1_database_answers)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
