@@ -63,11 +63,11 @@
  *   WGS     consumer warpgroups (1 or 2), stacked along M    STAGES  ring depth (>= 3)
  *   SPLITK  K splits (1: none)   GROUP_M  tile rows per band of the block order (1: row-major)
  *   SWAP    1: C^T = op(B)^T op(A)^T, BM along n and BN along m (small m; see below)
- *   LOAD    0: cp.async by every thread (the space); 1: TMA by thread 0 into a ring guarded by
+ *   LOAD    0: cp.async by every thread; 1: TMA by thread 0 into a ring guarded by
  *           mbarriers (at_mainloop_tma), two tensor-map arguments after the others, 16*STAGES
  *           more bytes of shared memory; 2: the same fed by a producer warpgroup of its own
- *           (THREADS = 128*(WGS+1), setmaxnreg); 1 and 2 emulated and compiled,
- *           not yet in the space (the host does not build tensor maps: docs/cuda.md)
+ *           (THREADS = 128*(WGS+1), setmaxnreg); the maps are `tensormap:` arguments of
+ *           the YAML, encoded by the host per launch (docs/cuda.md)
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
  * exchanged with SWAP), dynamic shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align

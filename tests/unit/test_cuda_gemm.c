@@ -1,7 +1,8 @@
 /* test_cuda_gemm.c — the portable GEMM template compiles with NVRTC for real CUDA targets
- * without a GPU (a spread of its space per target, every layout and edge pattern), and
- * candidates are rejected by their compiler-reported resources. Without NVRTC the rest runs and
- * the program exits 77 (ctest: skipped). */
+ * without a GPU (a spread of its space per target, every layout and edge pattern), candidates
+ * are rejected by their compiler-reported resources, and gemm_wgmma's TMA configurations (LOAD 1,
+ * 2) get the tensor maps the emulator's kernels run on and compile. Without NVRTC the rest runs
+ * and the program exits 77 (ctest: skipped). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "tests/unit/test_support.h"
+#include "tuner/backends/cuda_report.h"
 #include "tuner/ops/gemm.h"
 
 #include <stdlib.h>
@@ -53,58 +55,100 @@ static void test_gemm_compiles_for_sm80_and_sm90a(void **state)
     compile_sample("sm_90a", AT_DTYPE_BF16, AT_LAYOUT_TN, 4096, 64, 31);
 }
 
-/* Compiles `count` configs of gemm_mma with SPLITK > 1, spread through the split-K part of the
- * space for the problem, with NVRTC for arch; every one must compile and fit. */
-static void compile_splitk(const char *arch, at_dtype dtype, at_layout layout, int64_t m, int64_t n,
-                           int64_t k, size_t count)
-{
-    at_gemm_problem p = {.m = m, .n = n, .k = k, .dtype = dtype, .layout = layout, .alpha = 1};
+/* A template bound to a problem on a compile-only target, and its valid configs. */
+typedef struct bound {
     at_device_info info;
-    at_bdev *d = NULL;
-    at_template *t = NULL;
-    assert_int_equal(at_cuda_backend.open_target(arch, &info, &d), AT_OK);
-    assert_int_equal(at_template_load("gemm_mma", "cuda", &t), AT_OK);
-    assert_int_equal(at_template_bind_device(t, &info), AT_OK);
-    assert_int_equal(at_gemm_bind(&p, t->space), AT_OK);
-    int64_t *cfgs = NULL, sk = 0;
-    size_t n_all = 0, n_split = 0;
-    assert_int_equal(at_space_enumerate(t->space, &cfgs, NULL, &n_all), AT_OK);
-    size_t *split = malloc((n_all + 1) * sizeof *split);
-    assert_non_null(split);
-    for (size_t i = 0; i < n_all; i++) {
-        assert_int_equal(at_space_value(t->space, cfgs + i * t->space->nparams, "SPLITK", &sk),
-                         AT_OK);
-        if (sk > 1) split[n_split++] = i;
-    }
-    if (n_split < count)
-        fail_msg("%s %lldx%lldx%lld: only %zu split-K configs", arch, (long long)m, (long long)n,
-                 (long long)k, n_split);
+    at_bdev *d;
+    at_template *t;
+    at_gemm_problem p;
+    int64_t *cfgs;
+    size_t n;
+} bound;
+
+static void bind_open(bound *b, const char *tname, const char *arch, at_dtype dtype,
+                      at_layout layout, int64_t m, int64_t n, int64_t k)
+{
+    memset(b, 0, sizeof *b);
+    b->p = (at_gemm_problem){.m = m, .n = n, .k = k, .dtype = dtype, .layout = layout, .alpha = 1};
+    assert_int_equal(at_cuda_backend.open_target(arch, &b->info, &b->d), AT_OK);
+    assert_int_equal(at_template_load(tname, "cuda", &b->t), AT_OK);
+    assert_int_equal(at_template_bind_device(b->t, &b->info), AT_OK);
+    assert_int_equal(at_gemm_bind(&b->p, b->t->space), AT_OK);
+    assert_int_equal(at_space_enumerate(b->t->space, &b->cfgs, NULL, &b->n), AT_OK);
+}
+
+static void bind_close(bound *b)
+{
+    free(b->cfgs);
+    at_template_free(b->t);
+    at_cuda_backend.close(b->d);
+}
+
+static int64_t value_of(const bound *b, size_t i, const char *name)
+{
+    int64_t v = 0;
+    assert_int_equal(at_space_value(b->t->space, b->cfgs + i * b->t->space->nparams, name, &v),
+                     AT_OK);
+    return v;
+}
+
+/* Compiles `count` configs of template tname whose parameter `param` is at least `min` (and
+ * `param2` at least `min2`, when given), spread through that part of the space for the
+ * problem, with NVRTC for arch; every one must compile and fit (no spill, no serialized
+ * wgmma). */
+static void compile_where(const char *tname, const char *arch, at_dtype dtype, at_layout layout,
+                          int64_t m, int64_t n, int64_t k, const char *param, int64_t min,
+                          const char *param2, int64_t min2, size_t count)
+{
+    bound b;
+    bind_open(&b, tname, arch, dtype, layout, m, n, k);
+    const at_space *s = b.t->space;
+    size_t *pick = malloc((b.n + 1) * sizeof *pick), npick = 0;
+    assert_non_null(pick);
+    for (size_t i = 0; i < b.n; i++)
+        if (value_of(&b, i, param) >= min && (!param2 || value_of(&b, i, param2) >= min2))
+            pick[npick++] = i;
+    if (npick < count)
+        fail_msg("%s %lldx%lldx%lld: only %zu configs with %s >= %lld%s%s", arch, (long long)m,
+                 (long long)n, (long long)k, npick, param, (long long)min, param2 ? " and " : "",
+                 param2 ? param2 : "");
     for (size_t c = 0; c < count; c++) {
-        const int64_t *cfg = cfgs + split[c * n_split / count] * t->space->nparams;
+        const size_t i = pick[c * npick / count];
+        const int64_t *cfg = b.cfgs + i * s->nparams;
         char config[512], options[4096], why[512] = "";
-        at_config_format(t->space, cfg, config, sizeof config);
-        assert_int_equal(at_config_defines(t->space, cfg, options, sizeof options), AT_OK);
+        at_config_format(s, cfg, config, sizeof config);
+        assert_int_equal(at_config_defines(s, cfg, options, sizeof options), AT_OK);
         size_t g[3], l[3], ws = 0, shared = 0;
-        assert_int_equal(at_space_launch(t->space, cfg, g, l), AT_OK);
-        assert_int_equal(at_space_memory(t->space, cfg, &shared, &ws), AT_OK);
-        assert_int_equal(g[2], (size_t)cfg[7]); /* grid z = SPLITK, blocks of depth 1 */
-        assert_int_equal(l[2], 1);
-        assert_true(ws > 0);
+        assert_int_equal(at_space_launch(s, cfg, g, l), AT_OK);
+        assert_int_equal(at_space_memory(s, cfg, &shared, &ws), AT_OK);
+        if (strcmp(param, "SPLITK") == 0) {
+            assert_int_equal(g[2], (size_t)value_of(&b, i, "SPLITK")); /* grid z = SPLITK */
+            assert_int_equal(l[2], 1);
+            assert_true(ws > 0);
+        }
         at_bprog *prog = NULL;
         char *log = NULL;
-        if (at_cuda_backend.compile(d, t->source, options, "gemm_mma", &prog, &log) != AT_OK)
+        double t0 = at_now();
+        if (at_cuda_backend.compile(b.d, b.t->source, options, s->kernel, &prog, &log) != AT_OK)
             fail_msg("%s %s: %s", arch, config, log ? log : at_errmsg());
         at_resources r;
         assert_int_equal(at_cuda_backend.resources(prog, &r), AT_OK);
-        if (!at_resources_fit(&info, &r, (int64_t)l[0], why, sizeof why))
+        if (getenv("AT_TEST_VERBOSE"))
+            printf("%s %s: %lld registers, %lld spill bytes, %.1f s\n", arch, config,
+                   (long long)r.registers, (long long)r.spill_bytes, at_now() - t0);
+        if (!at_resources_fit(&b.info, &r, (int64_t)l[0], why, sizeof why))
             fail_msg("%s %s: %s", arch, config, why);
         free(log);
         at_cuda_backend.program_free(prog);
     }
-    free(split);
-    free(cfgs);
-    at_template_free(t);
-    at_cuda_backend.close(d);
+    free(pick);
+    bind_close(&b);
+}
+
+static void compile_splitk(const char *arch, at_dtype dtype, at_layout layout, int64_t m, int64_t n,
+                           int64_t k, size_t count)
+{
+    compile_where("gemm_mma", arch, dtype, layout, m, n, k, "SPLITK", 2, NULL, 0, count);
 }
 
 /* Split-K configs for the small-m and large-k LLM shapes and edge shapes (K not a multiple of
@@ -117,6 +161,195 @@ static void test_splitk_compiles(void **state)
     compile_splitk("sm_80", AT_DTYPE_F16, AT_LAYOUT_NT, 4096, 1024, 14336, 1);
     compile_splitk("sm_80", AT_DTYPE_BF16, AT_LAYOUT_TN, 17, 999, 777, 1);
     compile_splitk("sm_90a", AT_DTYPE_F16, AT_LAYOUT_TT, 100, 300, 1000, 1);
+}
+
+/* ---- gemm_wgmma's tensor maps (LOAD 1, 2) ------------------------------------------------- */
+
+/* The two maps tests/unit/wgmma_emu/instance.cpp builds for the emulated kernel of config i (in
+ * the kernel's view: with SWAP its A is the problem's B), as descriptions of the problem's
+ * buffers (role 0 = A, 1 = B). */
+static void emulator_maps(const bound *b, size_t i, at_tmap_desc want[2])
+{
+    const at_gemm_problem *p = &b->p;
+    const int ta = p->layout == AT_LAYOUT_TN || p->layout == AT_LAYOUT_TT,
+              tb = p->layout == AT_LAYOUT_NT || p->layout == AT_LAYOUT_TT;
+    const int64_t BM = value_of(b, i, "BM"), BN = value_of(b, i, "BN"), BK = value_of(b, i, "BK"),
+                  SWAP = value_of(b, i, "SWAP"), KSW = BK < 64 ? BK : 64;
+    const int64_t lda = ta ? p->m : p->k, ldb = tb ? p->k : p->n; /* packed */
+    const int64_t km = SWAP ? p->n : p->m, kn = SWAP ? p->m : p->n;
+    const int64_t klda = SWAP ? ldb : lda, kldb = SWAP ? lda : ldb;
+    const int KTA = SWAP ? 1 - tb : ta, KTB = SWAP ? 1 - ta : tb;
+    const uint8_t dt = (uint8_t)p->dtype;
+    /* instance.cpp: KTA ? {km, k, klda*2, 64, BK, 128} : {k, km, klda*2, KSW, BM, KSW*2} */
+    want[0] = KTA ? (at_tmap_desc){(uint64_t)km,
+                                   (uint64_t)p->k,
+                                   (uint64_t)klda * 2,
+                                   {64, (uint32_t)BK},
+                                   128,
+                                   0,
+                                   dt,
+                                   1}
+                  : (at_tmap_desc){(uint64_t)p->k,
+                                   (uint64_t)km,
+                                   (uint64_t)klda * 2,
+                                   {(uint32_t)KSW, (uint32_t)BM},
+                                   (uint32_t)KSW * 2,
+                                   0,
+                                   dt,
+                                   1};
+    /* KTB ? {k, kn, kldb*2, KSW, BN, KSW*2} : {kn, k, kldb*2, 64, BK, 128} */
+    want[1] = KTB ? (at_tmap_desc){(uint64_t)p->k,
+                                   (uint64_t)kn,
+                                   (uint64_t)kldb * 2,
+                                   {(uint32_t)KSW, (uint32_t)BN},
+                                   (uint32_t)KSW * 2,
+                                   0,
+                                   dt,
+                                   1}
+                  : (at_tmap_desc){(uint64_t)kn,
+                                   (uint64_t)p->k,
+                                   (uint64_t)kldb * 2,
+                                   {64, (uint32_t)BK},
+                                   128,
+                                   0,
+                                   dt,
+                                   1};
+    want[0].buffer = SWAP ? 1 : 0;
+    want[1].buffer = SWAP ? 0 : 1;
+}
+
+static void assert_desc(const at_tmap_desc *got, const at_tmap_desc *want, const char *config)
+{
+    if (got->cols != want->cols || got->rows != want->rows || got->ld_bytes != want->ld_bytes ||
+        got->box[0] != want->box[0] || got->box[1] != want->box[1] ||
+        got->swizzle != want->swizzle || got->buffer != want->buffer || got->dtype != want->dtype ||
+        !got->present)
+        fail_msg("%s: map of buffer %u: %llux%llu ld %llu box %ux%u swizzle %u, the emulator's "
+                 "buffer %u: %llux%llu ld %llu box %ux%u swizzle %u",
+                 config, got->buffer, (unsigned long long)got->cols, (unsigned long long)got->rows,
+                 (unsigned long long)got->ld_bytes, got->box[0], got->box[1], got->swizzle,
+                 want->buffer, (unsigned long long)want->cols, (unsigned long long)want->rows,
+                 (unsigned long long)want->ld_bytes, want->box[0], want->box[1], want->swizzle);
+}
+
+static int g_encoded;               /* maps the fake encoder made */
+static at_tmap_desc g_enc_desc[4];  /* ... of these */
+static const void *g_enc_handle[4]; /* ... for these buffers */
+static at_status fake_encode(at_bdev *d, const at_tmap_desc *t, const void *handle, void *out)
+{
+    (void)d;
+    assert_true(g_encoded < 4);
+    assert_int_equal((uintptr_t)out % 64, 0); /* cuTensorMapEncodeTiled's rule */
+    g_enc_desc[g_encoded] = *t;
+    g_enc_handle[g_encoded++] = handle;
+    memset(out, 0xa0 + g_encoded, AT_TMAP_BYTES);
+    return AT_OK;
+}
+
+/* Every valid config of gemm_wgmma for the problem: LOAD 0 passes no map, LOAD 1 and 2 pass two,
+ * exactly the emulator's, encoded with the exact cuTensorMapEncodeTiled call, and built into the
+ * launch's arguments after the others. Returns how many configs had LOAD > 0. */
+static size_t check_maps(at_dtype dtype, at_layout layout, int64_t m, int64_t n, int64_t k)
+{
+    bound b;
+    bind_open(&b, "gemm_wgmma", "sm_90a", dtype, layout, m, n, k);
+    const at_space *s = b.t->space;
+    at_problem prob = at_problem_view(&at_op_gemm, &b.p);
+    at_backend_ops fake = at_cuda_backend;
+    fake.encode_tensor_map = fake_encode;
+    void *handles[3] = {(void *)0x100000, (void *)0x200000, (void *)0x300000};
+    static const int ws_token = 1;
+    size_t ntma = 0, nswap = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        const int64_t *cfg = b.cfgs + i * s->nparams;
+        char config[512];
+        at_config_format(s, cfg, config, sizeof config);
+        at_tmap_desc maps[AT_MAX_ARGS];
+        assert_int_equal(at_args_maps(s, cfg, &prob, maps), AT_OK);
+        at_tmap_desc want[2], got[AT_MAX_ARGS];
+        size_t np = 0;
+        for (size_t a = 0; a < s->nargs; a++)
+            if (maps[a].present) got[np++] = maps[a];
+        const int64_t load = value_of(&b, i, "LOAD"), splitk = value_of(&b, i, "SPLITK");
+        if (load == 0) {
+            assert_int_equal(np, 0);
+        } else {
+            ntma++;
+            nswap += value_of(&b, i, "SWAP") != 0;
+            assert_int_equal(np, 2);
+            emulator_maps(&b, i, want);
+            for (int j = 0; j < 2; j++) {
+                assert_desc(&got[j], &want[j], config);
+                /* the driver call, and the hardware's alignment rule */
+                at_cu_tmap_call c;
+                char why[512];
+                assert_int_equal(at_cuda_tmap_call(&got[j], 0x7f0000010000ull, &c, why, sizeof why),
+                                 0);
+                assert_int_equal(c.dtype, dtype == AT_DTYPE_BF16 ? 9 : 6); /* BFLOAT16, FLOAT16 */
+                assert_int_equal(c.rank, 2);
+                assert_true(c.dims[0] == want[j].cols && c.dims[1] == want[j].rows);
+                assert_true(c.strides[0] == want[j].ld_bytes);
+                assert_true(c.box[0] == want[j].box[0] && c.box[1] == want[j].box[1]);
+                assert_true(c.elem_strides[0] == 1 && c.elem_strides[1] == 1);
+                assert_int_equal(c.swizzle, want[j].swizzle == 128 ? 3 : 2); /* _128B, _64B */
+                assert_int_equal(c.interleave, 0);
+                assert_int_equal(c.l2, 3); /* L2_256B */
+                assert_int_equal(c.oob, 0);
+                assert_int_equal(at_cuda_tmap_call(&got[j], 0x7f0000010008ull, &c, why, sizeof why),
+                                 -1);
+                assert_non_null(strstr(why, "not 16-byte aligned"));
+            }
+        }
+        /* the launch's argument list: the maps after the others, for the right buffers */
+        const at_tmap_src src = {maps, &fake, NULL};
+        at_arglist args;
+        g_encoded = 0;
+        assert_int_equal(at_args_build(s->args, s->nargs, &prob, handles,
+                                       splitk > 1 ? &ws_token : NULL, &src, &args),
+                         AT_OK);
+        const size_t base = 11 + (splitk > 1);
+        assert_int_equal(args.n, base + (load ? 2 : 0));
+        assert_int_equal(g_encoded, load ? 2 : 0);
+        for (int j = 0; load && j < 2; j++) {
+            assert_int_equal(args.a[base + j].size, AT_TMAP_BYTES);
+            assert_int_equal(((const unsigned char *)args.a[base + j].ptr)[0], 0xa1 + j);
+            assert_ptr_equal(g_enc_handle[j], handles[want[j].buffer]);
+            assert_desc(&g_enc_desc[j], &want[j], config);
+        }
+    }
+    if (getenv("AT_TEST_VERBOSE"))
+        printf("%s %s %lldx%lldx%lld: %zu configs, %zu with TMA (%zu SWAP)\n", at_dtype_name(dtype),
+               at_layout_name(layout), (long long)m, (long long)n, (long long)k, b.n, ntma, nswap);
+    bind_close(&b);
+    return ntma;
+}
+
+static void test_tma_maps(void **state)
+{
+    (void)state;
+    AT_TEST_NEED(g_no_nvrtc); /* open_target loads NVRTC */
+    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 1024, 1000, 1000) > 0);
+    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_TN, 512, 520, 256) > 0);
+    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NT, 256, 512, 136) > 0);
+    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_TT, 40, 1000, 256) > 0); /* SWAP too */
+    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 16, 4096, 512) > 0);
+    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_NT, 16, 4096, 512) > 0);
+    /* rows of 1001 halves are not 16-byte multiples: no tensor map, no LOAD > 0 */
+    assert_int_equal(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 64, 64, 1001), 0);
+}
+
+/* A few TMA configurations (LOAD 1 and 2 alternate in the spread), SWAP among them, compile
+ * with NVRTC for sm_90a: no spill, no serialized wgmma. */
+static void test_tma_compiles(void **state)
+{
+    (void)state;
+    AT_TEST_NEED(g_no_nvrtc);
+    compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 4096, 4096, 4096, "LOAD", 1,
+                  NULL, 0, 2);
+    compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 4096, 4096, 4096, "LOAD", 2,
+                  NULL, 0, 2);
+    compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_F16, AT_LAYOUT_NT, 16, 4096, 512, "LOAD", 2,
+                  "SWAP", 1, 1);
 }
 
 static void test_bad_targets(void **state)
@@ -176,6 +409,8 @@ int main(void)
         cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_gemm_compiles_for_sm80_and_sm90a),
         cmocka_unit_test(test_splitk_compiles),
+        cmocka_unit_test(test_tma_maps),
+        cmocka_unit_test(test_tma_compiles),
     };
     return at_test_exit(cmocka_run_group_tests(tests, NULL, NULL), g_no_nvrtc);
 }
