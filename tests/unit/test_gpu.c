@@ -810,6 +810,18 @@ static void test_library_loading(void **state)
     assert_non_null(strstr(at_errmsg(), "LIBM unavailable: libm.so.6 lacks at_no_such_symbol"));
     assert_null(g_cos); /* every slot cleared */
 
+    /* optional symbols (cuTensorMapEncodeTiled before CUDA 12): absent, the slot is NULL and
+     * the library loads all the same */
+    static double (*tan_fn)(double) = NULL, (*none_fn)(double) = (double (*)(double))1;
+    static const at_dl_sym opt[] = {{"at_no_such_symbol", &none_fn}, {"tan", &tan_fn}};
+    at_gpu_lib optional =
+        AT_GPU_LIB_OPT("LIBM", "AT_TEST_GPU_LIBRARY", names, NULL, syms, opt, NULL);
+    assert_int_equal(at_gpu_lib_load(&optional), AT_OK);
+    assert_null(none_fn);
+    assert_non_null(tan_fn);
+    assert_true(tan_fn(0.0) == 0.0 && g_cos(0.0) == 1.0);
+    assert_string_equal(optional.why, "");
+
     at_gpu_lib refused = AT_GPU_LIB("LIBM", "AT_TEST_GPU_LIBRARY", names, NULL, syms, lib_start);
     assert_int_equal(at_gpu_lib_load(&refused), AT_ERR_NO_BACKEND);
     assert_string_equal(refused.why, "start refused libm.so.6");
