@@ -43,7 +43,7 @@ if [ ! -x "$CARRY_BUILD/autotune" ] || [ -n "$newest_src" ]; then
     nice -n 10 cmake -S . -B "$CARRY_BUILD" -DCMAKE_BUILD_TYPE=Release \
         -DPKG_CONFIG_EXECUTABLE=/nonexistent/pkg-config -DCMAKE_PREFIX_PATH="$ROOT/$DEPS_DIR/usr" \
         > "$CARRY_BUILD.configure.log" 2>&1 || { cat "$CARRY_BUILD.configure.log" >&2; fail "configure"; }
-    nice -n 10 cmake --build "$CARRY_BUILD" -j "$NPROC" --target autotune_cli autotune_shared test_splitk \
+    nice -n 10 cmake --build "$CARRY_BUILD" -j "$NPROC" --target autotune_cli autotune_shared test_splitk test_tma \
         > "$CARRY_BUILD.build.log" 2>&1 || { tail -30 "$CARRY_BUILD.build.log" >&2; fail "build"; }
     rm -f "$CARRY_BUILD.configure.log" "$CARRY_BUILD.build.log"
 fi

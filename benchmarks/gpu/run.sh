@@ -827,13 +827,22 @@ fi
 if [ "$AT_CUDA" = 1 ] && ! skipped ctest; then
     GPU_TEST="$(dirname "$AUTOTUNE")/tests/test_splitk"
     if [ -z "$CTEST_DIR" ] && [ -x "$GPU_TEST" ]; then
-        # a build carried from another source path: its one gpu-labelled test, run directly
+        # a build carried from another source path: its gpu-labelled tests (split-K, then TMA
+        # when built), run directly, one after the other within the step's 60 s
+        TMA_TEST="$(dirname "$AUTOTUNE")/tests/test_tma"
         cmd=("$GPU_TEST")
-        log "ctest: $CTEST_WHY; running the gpu test directly: $GPU_TEST"
+        log "ctest: $CTEST_WHY; running the gpu tests directly: $GPU_TEST${TMA_TEST:+ (and $TMA_TEST when built)}"
         t0=$(now); rc=0
-        timeout --signal=TERM --kill-after=10 "$(cap 60)" "${cmd[@]}" > "$OUTDIR/ctest.log" 2>&1 || rc=$?
+        timeout --signal=TERM --kill-after=10 "$(cap 30)" "${cmd[@]}" > "$OUTDIR/ctest.log" 2>&1 || rc=$?
+        ntests=1
+        if [ -x "$TMA_TEST" ]; then
+            ntests=2
+            rc2=0
+            timeout --signal=TERM --kill-after=10 "$(cap 30)" "$TMA_TEST" >> "$OUTDIR/ctest.log" 2>&1 || rc2=$?
+            [ "$rc" = 0 ] && rc=$rc2
+        fi
         t1=$(now)
-        step_record ctest status=ran "rc=$rc" "tests=1" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "log=ctest.log"
+        step_record ctest status=ran "rc=$rc" "tests=$ntests" "t0=$t0" "t1=$t1" "cmd=$(quote "${cmd[@]}")" "log=ctest.log"
         log "ctest (direct): rc=$rc"
     elif [ -z "$CTEST_DIR" ]; then
         step_record ctest status=none "note=$CTEST_WHY"
