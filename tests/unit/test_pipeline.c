@@ -364,6 +364,16 @@ static int count_status(void *user, const char *key, const char *value)
     return 0;
 }
 
+/* A context on the fake GPU with its database in g_dir. */
+static at_context fake_context(int threads)
+{
+    at_context ctx = {.ops = &fake, .compile_threads = threads};
+    f_info(0, &ctx.info);
+    assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
+    assert_int_equal(fake.open(0, &ctx.dev), AT_OK);
+    return ctx;
+}
+
 static void test_statuses_flush_and_recycle(void **state)
 {
     (void)state;
@@ -390,10 +400,7 @@ static void test_statuses_flush_and_recycle(void **state)
     setenv("AUTOTUNE_TEMPLATE_PATH", cmd, 1);
     assert_int_equal(at_template_load("gemm", "fake", &g_tpl), AT_OK);
 
-    at_context ctx = {.ops = &fake, .compile_threads = 2};
-    f_info(0, &ctx.info);
-    assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
-    assert_int_equal(fake.open(0, &ctx.dev), AT_OK);
+    at_context ctx = fake_context(2);
 
     at_gemm_problem p = {.m = 9, .n = 7, .k = 5, .alpha = 1};
     at_tune_options o = {.strategy = "exhaustive"};
@@ -586,10 +593,7 @@ static void test_splitk_workspace_shared(void **state)
 {
     (void)state;
     fake_templates(YAML_SPLITK);
-    at_context ctx = {.ops = &fake, .compile_threads = 2};
-    f_info(0, &ctx.info);
-    assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
-    assert_int_equal(fake.open(0, &ctx.dev), AT_OK);
+    at_context ctx = fake_context(2);
     /* k = 13: 4 K tiles of 4, so SPLITK = 8 has 4 empty ranges; every tile has an M or N edge */
     at_gemm_problem p = {.m = 37, .n = 20, .k = 13, .alpha = 1.5f, .beta = 0.5f};
     at_tune_options o = {.strategy = "exhaustive"};
@@ -658,10 +662,7 @@ static void test_tensor_maps(void **state)
         "            buffer: B, i32: ldb, buffer: C, i32: ldc,\n"
         "            tensormap: {buffer: A, when: LOAD, cols: k, rows: m, ld: lda,\n"
         "                        box: [4, BM], swizzle: 0}]\n");
-    at_context ctx = {.ops = &fake, .compile_threads = 1};
-    f_info(0, &ctx.info);
-    assert_int_equal(at_db_open(g_dir, 0, &ctx.db), AT_OK);
-    assert_int_equal(fake.open(0, &ctx.dev), AT_OK);
+    at_context ctx = fake_context(1);
     at_gemm_problem p = {.m = 20, .n = 8, .k = 12, .alpha = 1.0f};
     at_tune_options o = {.strategy = "exhaustive"};
     at_tune_report r;

@@ -814,31 +814,32 @@ static void test_load_errors_expressions(void **state)
                          "'2x' is not a valid name");
     expect_section_error(S_ARGS, "arguments:\n  - blob: tmap\n", "'arguments'[0]",
                          "unknown kind 'blob' (buffer, i32, i64, f32, f64, workspace, tensormap)");
-    /* tensor maps: a mapping with every key but `when`, each once, expressions that parse */
-    static const char tm_ok[] = "cols: m, rows: n, ld: m, box: [BM, 8], swizzle: 0";
-    char y[512];
-    snprintf(y, sizeof y, "arguments:\n  - tensormap: X\n");
-    expect_section_error(S_ARGS, y, "'arguments'[0]", "'tensormap' must be a mapping");
-    snprintf(y, sizeof y, "arguments:\n  - tensormap: {%s}\n", tm_ok);
-    expect_section_error(S_ARGS, y, "'arguments'[0]", "tensormap: missing 'buffer'");
-    snprintf(y, sizeof y, "arguments:\n  - i32: m\n  - tensormap: {buffer: X, cols: m}\n");
-    expect_section_error(S_ARGS, y, "'arguments'[1]", "tensormap: missing 'rows'");
-    snprintf(y, sizeof y, "arguments:\n  - tensormap: {buffer: X, %s, swizle: 1}\n", tm_ok);
-    expect_section_error(S_ARGS, y, "'arguments'[0]", "unknown key 'swizle'");
-    snprintf(y, sizeof y, "arguments:\n  - tensormap: {buffer: X, %s, buffer: X}\n", tm_ok);
-    expect_section_error(S_ARGS, y, "tensormap 'buffer'", "given twice");
-    snprintf(y, sizeof y, "arguments:\n  - tensormap: {buffer: 2x, %s}\n", tm_ok);
-    expect_section_error(S_ARGS, y, "tensormap 'buffer'", "'2x' is not a buffer name");
-    snprintf(y, sizeof y, "arguments:\n  - tensormap: {buffer: X, %s, when: BM >}\n", tm_ok);
-    expect_section_error(S_ARGS, y, "'arguments'[0] tensormap 'when'", "column");
-    snprintf(y, sizeof y,
-             "arguments:\n  - tensormap: {buffer: X, cols: m, rows: n, ld: m, box: [BM], "
-             "swizzle: 0}\n");
-    expect_section_error(S_ARGS, y, "tensormap 'box'", "expected [COLS, ROWS]");
-    snprintf(y, sizeof y,
-             "arguments:\n  - tensormap: {buffer: X, cols: m, rows: nn, ld: m, box: [1, 1], "
-             "swizzle: 0}\n");
-    expect_section_error(S_ARGS, y, "tensormap 'rows'", "unknown name 'nn'");
+    /* tensor maps: a mapping with every key but `when`, each once, expressions that parse
+     * (%s: the keys of a good one) */
+    static const struct {
+        const char *args, *part1, *part2;
+    } tm_bad[] = {
+        {"  - tensormap: X\n", "'arguments'[0]", "'tensormap' must be a mapping"},
+        {"  - tensormap: {%s}\n", "'arguments'[0]", "tensormap: missing 'buffer'"},
+        {"  - i32: m\n  - tensormap: {buffer: X, cols: m}\n", "'arguments'[1]",
+         "tensormap: missing 'rows'"},
+        {"  - tensormap: {buffer: X, %s, swizle: 1}\n", "'arguments'[0]", "unknown key 'swizle'"},
+        {"  - tensormap: {buffer: X, %s, buffer: X}\n", "tensormap 'buffer'", "given twice"},
+        {"  - tensormap: {buffer: 2x, %s}\n", "tensormap 'buffer'", "'2x' is not a buffer name"},
+        {"  - tensormap: {buffer: X, %s, when: BM >}\n", "'arguments'[0] tensormap 'when'",
+         "column"},
+        {"  - tensormap: {buffer: X, cols: m, rows: n, ld: m, box: [BM], swizzle: 0}\n",
+         "tensormap 'box'", "expected [COLS, ROWS]"},
+        {"  - tensormap: {buffer: X, cols: m, rows: nn, ld: m, box: [1, 1], swizzle: 0}\n",
+         "tensormap 'rows'", "unknown name 'nn'"},
+    };
+    for (size_t i = 0; i < sizeof tm_bad / sizeof tm_bad[0]; i++) {
+        char args[256], y[512];
+        snprintf(args, sizeof args, tm_bad[i].args,
+                 "cols: m, rows: n, ld: m, box: [BM, 8], swizzle: 0");
+        snprintf(y, sizeof y, "arguments:\n%s", args);
+        expect_section_error(S_ARGS, y, tm_bad[i].part1, tm_bad[i].part2);
+    }
     expect_section_error(S_ARGS, "arguments: [workspace, workspace]\n", "'arguments'[1]",
                          "a second workspace");
     expect_section_error(S_ARGS, "arguments:\n  - {i32: m, f32: a}\n", "'arguments'[0]",
