@@ -402,7 +402,9 @@ typedef struct at_device_desc {
     int64_t compute_units, max_work_group_size, local_mem_bytes, global_mem_bytes;
     int is_cpu;
     char arch[64]; /* compile target: "sm_90a", "gfx90a", "" for OpenCL */
-    int64_t reserved[8];
+    int64_t tma;   /* 1: it takes tensor maps (CUDA TMA: compute capability >= 9.0 and a driver
+                    * with cuTensorMapEncodeTiled), which gemm_wgmma's LOAD 1 and 2 need */
+    int64_t reserved[7];
 } at_device_desc;
 
 /* Fills up to max entries (every backend this build knows) and sets *n. */

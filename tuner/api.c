@@ -1428,6 +1428,7 @@ at_status at_device_query(const char *backend, int index, at_device_desc *out)
     out->local_mem_bytes = info.local_mem_bytes;
     out->global_mem_bytes = info.global_mem_bytes;
     out->is_cpu = info.is_cpu;
+    out->tma = info.tma;
     return AT_OK;
 }
 

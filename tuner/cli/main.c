@@ -1593,6 +1593,7 @@ static int cmd_devices(int argc, char **argv)
             cJSON_AddStringToObject(dj, "driver", dd.driver);
             cJSON_AddNumberToObject(dj, "compute_units", (double)dd.compute_units);
             cJSON_AddBoolToObject(dj, "cpu", dd.is_cpu);
+            cJSON_AddBoolToObject(dj, "tma", dd.tma != 0);
             if (!o.json)
                 printf("  [%d] %s  (%" PRId64 " compute units, %" PRId64
                        " MiB, %s)\n      key: %s\n",
