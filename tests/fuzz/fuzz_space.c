@@ -1,7 +1,7 @@
 /* fuzz_space.c — libFuzzer target: the YAML space loader (tuner/space/space.c) on any text; a
  * space that loads is then used as the pipeline uses it: variables set, counted, fingerprinted,
  * enumerated when small, and each of its first configurations formatted, parsed back, checked,
- * given launch geometry, memory and defines. */
+ * given launch geometry, memory, defines and its tensor maps' values. */
 #include "tuner/space/space.h"
 
 #include <stdlib.h>
@@ -36,6 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             at_config_defines(s, cfg, buf, sizeof buf);
             int64_t v;
             for (size_t j = 0; j < s->nderived; j++) at_space_value(s, cfg, s->derived[j].name, &v);
+            int64_t tm[AT_TMAP_NEXPR];
+            for (size_t a = 0; a < s->nargs; a++)
+                if (s->args[a].kind == AT_ARG_TENSORMAP) at_space_tmap(s, cfg, a, tm);
         }
     }
     free(configs);
