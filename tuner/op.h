@@ -125,7 +125,7 @@ at_status at_problem_validate(const at_problem *p);
 
 /* ---- kernel arguments ---------------------------------------------------------------------- */
 
-#define AT_MAX_TMAPS 4 /* tensor maps one launch passes */
+#define AT_MAX_TMAPS 8 /* tensor maps one launch passes (a template may list more: `when:`) */
 
 /* One launch's arguments built from a template's `arguments:` list. */
 typedef struct at_arglist {
