@@ -350,6 +350,39 @@ static void test_tma_compiles(void **state)
                   NULL, 0, 2);
     compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_F16, AT_LAYOUT_NT, 16, 4096, 512, "LOAD", 2,
                   "SWAP", 1, 1);
+    /* the defaults that put the loaders first in every tuning run (8192^3: GROUP_M 8 valid) */
+    bound b;
+    bind_open(&b, "gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 8192, 8192, 8192);
+    const at_space *s = b.t->space;
+    size_t ntma = 0;
+    for (size_t d = 0; d < s->ndefaults; d++) {
+        const int64_t *cfg = s->defaults + d * s->nparams;
+        int64_t load = 0;
+        assert_int_equal(at_space_value(s, cfg, "LOAD", &load), AT_OK);
+        if (!load) continue;
+        ntma++;
+        char config[512], options[4096], why[512];
+        at_config_format(s, cfg, config, sizeof config);
+        if (!at_space_valid(s, cfg, why, sizeof why)) fail_msg("default %s: %s", config, why);
+        assert_int_equal(at_config_defines(s, cfg, options, sizeof options), AT_OK);
+        size_t g[3], l[3];
+        assert_int_equal(at_space_launch(s, cfg, g, l), AT_OK);
+        at_bprog *prog = NULL;
+        char *log = NULL;
+        if (at_cuda_backend.compile(b.d, b.t->source, options, s->kernel, &prog, &log) != AT_OK)
+            fail_msg("%s: %s", config, log ? log : at_errmsg());
+        at_resources r;
+        assert_int_equal(at_cuda_backend.resources(prog, &r), AT_OK);
+        if (getenv("AT_TEST_VERBOSE"))
+            printf("default %s: %lld registers, %lld spill bytes\n", config, (long long)r.registers,
+                   (long long)r.spill_bytes);
+        if (!at_resources_fit(&b.info, &r, (int64_t)l[0], why, sizeof why))
+            fail_msg("default %s: %s", config, why);
+        free(log);
+        at_cuda_backend.program_free(prog);
+    }
+    assert_int_equal(ntma, 3);
+    bind_close(&b);
 }
 
 static void test_bad_targets(void **state)
