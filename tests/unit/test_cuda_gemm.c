@@ -92,6 +92,32 @@ static int64_t value_of(const bound *b, size_t i, const char *name)
     return v;
 }
 
+/* Compiles config cfg of b's template; it must compile and fit (no spill, no serialized
+ * wgmma). */
+static void compile_fits(const bound *b, const int64_t *cfg, const char *what)
+{
+    const at_space *s = b->t->space;
+    char config[512], options[4096], why[512] = "";
+    at_config_format(s, cfg, config, sizeof config);
+    assert_int_equal(at_config_defines(s, cfg, options, sizeof options), AT_OK);
+    size_t g[3], l[3];
+    assert_int_equal(at_space_launch(s, cfg, g, l), AT_OK);
+    at_bprog *prog = NULL;
+    char *log = NULL;
+    double t0 = at_now();
+    if (at_cuda_backend.compile(b->d, b->t->source, options, s->kernel, &prog, &log) != AT_OK)
+        fail_msg("%s %s: %s", what, config, log ? log : at_errmsg());
+    at_resources r;
+    assert_int_equal(at_cuda_backend.resources(prog, &r), AT_OK);
+    if (getenv("AT_TEST_VERBOSE"))
+        printf("%s %s: %lld registers, %lld spill bytes, %.1f s\n", what, config,
+               (long long)r.registers, (long long)r.spill_bytes, at_now() - t0);
+    if (!at_resources_fit(&b->info, &r, (int64_t)l[0], why, sizeof why))
+        fail_msg("%s %s: %s", what, config, why);
+    free(log);
+    at_cuda_backend.program_free(prog);
+}
+
 /* Compiles `count` configs of template tname whose parameter `param` is at least `min` (and
  * `param2` at least `min2`, when given), spread through that part of the space for the
  * problem, with NVRTC for arch; every one must compile and fit (no spill, no serialized
@@ -115,31 +141,15 @@ static void compile_where(const char *tname, const char *arch, at_dtype dtype, a
     for (size_t c = 0; c < count; c++) {
         const size_t i = pick[c * npick / count];
         const int64_t *cfg = b.cfgs + i * s->nparams;
-        char config[512], options[4096], why[512] = "";
-        at_config_format(s, cfg, config, sizeof config);
-        assert_int_equal(at_config_defines(s, cfg, options, sizeof options), AT_OK);
-        size_t g[3], l[3], ws = 0, shared = 0;
-        assert_int_equal(at_space_launch(s, cfg, g, l), AT_OK);
-        assert_int_equal(at_space_memory(s, cfg, &shared, &ws), AT_OK);
         if (strcmp(param, "SPLITK") == 0) {
+            size_t g[3], l[3], ws = 0, shared = 0;
+            assert_int_equal(at_space_launch(s, cfg, g, l), AT_OK);
+            assert_int_equal(at_space_memory(s, cfg, &shared, &ws), AT_OK);
             assert_int_equal(g[2], (size_t)value_of(&b, i, "SPLITK")); /* grid z = SPLITK */
             assert_int_equal(l[2], 1);
             assert_true(ws > 0);
         }
-        at_bprog *prog = NULL;
-        char *log = NULL;
-        double t0 = at_now();
-        if (at_cuda_backend.compile(b.d, b.t->source, options, s->kernel, &prog, &log) != AT_OK)
-            fail_msg("%s %s: %s", arch, config, log ? log : at_errmsg());
-        at_resources r;
-        assert_int_equal(at_cuda_backend.resources(prog, &r), AT_OK);
-        if (getenv("AT_TEST_VERBOSE"))
-            printf("%s %s: %lld registers, %lld spill bytes, %.1f s\n", arch, config,
-                   (long long)r.registers, (long long)r.spill_bytes, at_now() - t0);
-        if (!at_resources_fit(&b.info, &r, (int64_t)l[0], why, sizeof why))
-            fail_msg("%s %s: %s", arch, config, why);
-        free(log);
-        at_cuda_backend.program_free(prog);
+        compile_fits(&b, cfg, arch);
     }
     free(pick);
     bind_close(&b);
@@ -361,25 +371,9 @@ static void test_tma_compiles(void **state)
         assert_int_equal(at_space_value(s, cfg, "LOAD", &load), AT_OK);
         if (!load) continue;
         ntma++;
-        char config[512], options[4096], why[512];
-        at_config_format(s, cfg, config, sizeof config);
-        if (!at_space_valid(s, cfg, why, sizeof why)) fail_msg("default %s: %s", config, why);
-        assert_int_equal(at_config_defines(s, cfg, options, sizeof options), AT_OK);
-        size_t g[3], l[3];
-        assert_int_equal(at_space_launch(s, cfg, g, l), AT_OK);
-        at_bprog *prog = NULL;
-        char *log = NULL;
-        if (at_cuda_backend.compile(b.d, b.t->source, options, s->kernel, &prog, &log) != AT_OK)
-            fail_msg("%s: %s", config, log ? log : at_errmsg());
-        at_resources r;
-        assert_int_equal(at_cuda_backend.resources(prog, &r), AT_OK);
-        if (getenv("AT_TEST_VERBOSE"))
-            printf("default %s: %lld registers, %lld spill bytes\n", config, (long long)r.registers,
-                   (long long)r.spill_bytes);
-        if (!at_resources_fit(&b.info, &r, (int64_t)l[0], why, sizeof why))
-            fail_msg("default %s: %s", config, why);
-        free(log);
-        at_cuda_backend.program_free(prog);
+        char why[512];
+        if (!at_space_valid(s, cfg, why, sizeof why)) fail_msg("a TMA default: %s", why);
+        compile_fits(&b, cfg, "default");
     }
     assert_int_equal(ntma, 3);
     bind_close(&b);
