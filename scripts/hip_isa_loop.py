@@ -2,8 +2,8 @@
 """hip_isa_loop.py — instructions per K step in the main loop of an AMDGPU code object.
 
 Disassembles a code object (hipRTC's output, e.g. written by test_hip_gemm with
-AT_HIP_OBJ_DIR set) with llvm-objdump, finds the loops (a header and its last branch back to it) that
-contain an MFMA instruction, and for the innermost of each prints how many instructions it holds, by kind: global loads, LDS writes and reads by width, MFMAs, barriers, the rest.
+AT_HIP_OBJ_DIR set) with llvm-objdump, finds the K loops (overlapping spans of branches back to an earlier
+address, holding an MFMA) and prints how many instructions each holds, by kind: global loads, LDS writes and reads by width, MFMAs, barriers, the rest.
 The kernel's two K loops (16-byte and 16-bit staging) are two such loops. Used to measure template
 changes without a GPU (docs/hip.md).
 
@@ -61,13 +61,17 @@ def main(argv):
         index = {a: i for i, (a, _, _) in enumerate(insns)}
         loops = [(index[t], i) for i, (a, op, t) in enumerate(insns)
                  if t is not None and t <= a and t in index]
-        ends = {}
-        for b, e in loops:  # one loop per header: its last branch back (a loop may have several)
-            ends[b] = max(e, ends.get(b, e))
-        loops = [(b, e) for b, e in ends.items()
+        # A loop's blocks may branch back to its header from several places (and the compiler
+        # may split the header): a K loop is the union of overlapping back-edge spans, kept when
+        # it holds an MFMA. Everything inside a K loop is unrolled, so there is no nesting.
+        inner = []
+        for b, e in sorted(loops):
+            if inner and b <= inner[-1][1]:
+                inner[-1] = (inner[-1][0], max(e, inner[-1][1]))
+            else:
+                inner.append((b, e))
+        inner = [(b, e) for b, e in inner
                  if any(op.startswith("v_mfma") for _, op, _ in insns[b:e + 1])]
-        inner = [(b, e) for b, e in loops
-                 if not any(b <= b2 and e2 <= e and (b2, e2) != (b, e) for b2, e2 in loops)]
         print(f"{os.path.basename(path)}: {len(insns)} instructions, {len(inner)} main loop(s)")
         for b, e in sorted(inner):
             c = collections.Counter(kind(op) for _, op, _ in insns[b:e + 1])

@@ -20,6 +20,16 @@
  * memory before the multiply, so the loads are in flight during it) and writes them into the
  * other stage afterwards; one barrier per K step.
  *
+ * Global loads. When A and B are 16-byte aligned and lda, ldb are multiples of 8 (a uniform test
+ * made once, before the K loop: the kernel holds two instances of the loop, at_mainloop<WIDE>),
+ * tiles move in 16-byte units (at_wide_unit): a K-contiguous operand (A with TA = 0, B with
+ * TB = 1) as 8 k of one row, one global_load_dwordx4 and one 16-byte LDS write (ds_write_b128,
+ * or ds_write2_b64 when the padded row is not a multiple of 16 bytes); an MN-contiguous one as
+ * 8 rows x 4 k, four 16-byte loads transposed in registers into eight 8-byte LDS writes. At the
+ * matrix edges a unit with any element inside is loaded whole (it cannot cross a page: 16 bytes
+ * at a 16-byte aligned address) and the elements outside are zeroed. Otherwise every element is
+ * a 16-bit load and a 16-bit LDS write (at_stage).
+ *
  * LDS layout. Both tiles are stored K-contiguous whatever the global layout: A as [BM][LDK] and
  * B as [BN][LDK] with LDK = BK + 4 * PAD, so each lane's MFMA operand (KL consecutive k of one
  * row or column) is one 8-byte (KL = 4) or 4-byte (KL = 2) LDS read. PAD = 1 shifts successive
@@ -85,30 +95,62 @@ typedef struct at_mfma_cfg {
 AT_HD int at_groups(const at_mfma_cfg *c) { return 64 / c->mfma; }
 AT_HD int at_kinstr(const at_mfma_cfg *c) { return c->kl * (64 / c->mfma); }
 
-/* Element e (0 .. BM*BK-1) of the A tile a block stages: its row (M) and k within the tile.
- * Consecutive e follow the global contiguous dimension (k when TA = 0, m when TA = 1), so
- * consecutive threads read consecutive addresses. */
-AT_HD void at_stage_a(const at_mfma_cfg *c, const int e, int *row, int *k)
+/* Element e (0 .. rows*BK-1) of a tile of `rows` rows (M of A, N of B) by BK k that the 16-bit
+ * path stages: its row and k within the tile. Consecutive e follow the global contiguous
+ * dimension (the rows when mnc = 1, k when mnc = 0), so consecutive threads read consecutive
+ * addresses. */
+AT_HD void at_stage(const int rows, const int bk, const int mnc, const int e, int *row, int *k)
 {
-    if (c->ta) {
-        *row = e % c->bm;
-        *k = e / c->bm;
+    if (mnc) {
+        *row = e % rows;
+        *k = e / rows;
     } else {
-        *row = e / c->bk;
-        *k = e % c->bk;
+        *row = e / bk;
+        *k = e % bk;
     }
 }
-
-/* Element e of the B tile: its column (N) and k (k contiguous when TB = 1, n when TB = 0). */
+/* A is M-contiguous in memory when TA = 1, B is N-contiguous when TB = 0. */
+AT_HD void at_stage_a(const at_mfma_cfg *c, const int e, int *row, int *k)
+{
+    at_stage(c->bm, c->bk, c->ta, e, row, k);
+}
 AT_HD void at_stage_b(const at_mfma_cfg *c, const int e, int *col, int *k)
 {
-    if (c->tb) {
-        *col = e / c->bk;
-        *k = e % c->bk;
+    at_stage(c->bn, c->bk, !c->tb, e, col, k);
+}
+
+/* The 16-byte path stages a tile in units: a K-contiguous operand (mnc = 0) in units of 1 row x
+ * 8 k (one 16-byte load, one 16-byte LDS write, or two 8-byte ones when LDK is not a multiple
+ * of 8); an MN-contiguous one (mnc = 1) in units of 8 rows x 4 k (four 16-byte loads, one per k,
+ * transposed in registers into eight 8-byte LDS writes, the 4 k of one row each). Element (q, e)
+ * of a unit (load q, 16-bit element e of it) is at row + (mnc ? e : 0), k + (mnc ? q : e). */
+AT_HD int at_wide_units(const int rows, const int bk, const int mnc)
+{
+    return rows * bk / (mnc ? 32 : 8);
+}
+/* Unit u's origin; consecutive units follow the global contiguous dimension. */
+AT_HD void at_wide_unit(const int rows, const int bk, const int mnc, const int u, int *row, int *k)
+{
+    if (mnc) {
+        *row = u % (rows / 8) * 8;
+        *k = u / (rows / 8) * 4;
     } else {
-        *col = e % c->bn;
-        *k = e / c->bn;
+        *row = u / (bk / 8);
+        *k = u % (bk / 8) * 8;
     }
+}
+/* Of the 8 elements of a 16-byte load starting at index `start` along a dimension of `bound`,
+ * how many are inside; the others are set to zero (the load itself stays inside the 16-byte
+ * aligned chunk of a valid element, so it never crosses a page). */
+AT_HD int at_wide_valid(const int start, const int bound)
+{
+    return bound - start >= 8 ? 8 : bound - start < 0 ? 0 : bound - start;
+}
+/* The uniform test that picks the 16-byte path: A and B 16-byte aligned and lda, ldb multiples
+ * of 8 elements, so every unit's loads are aligned (ld_or = lda | ldb, addr_or = A | B). */
+AT_HD int at_wide_ok(const int ld_or, const unsigned long long addr_or)
+{
+    return (ld_or & 7) == 0 && (addr_or & 15) == 0;
 }
 
 /* Operand element t of lane l: its row of A (column of B) within the instruction tile... */
@@ -147,82 +189,129 @@ AT_HD int at_wave_n0(const at_mfma_cfg *c, const int wave)
 #define KI      (KL * (64 / MFMA))
 #define LDK     (BK + 4 * PAD)
 #define ACC     AT_MFMA_ACC /* accumulators per lane per instruction tile */
-#define LOADS_A (BM * BK / THREADS)
-#define LOADS_B (BN * BK / THREADS)
 
-/* ---- the kernel ------------------------------------------------------------------------------ */
-KERNEL void gemm_mfma(const int M, const int N, const int K, const float alpha, const float beta,
-                      const unsigned short *RESTRICT A, const int lda,
-                      const unsigned short *RESTRICT B, const int ldb, unsigned short *C,
-                      const int ldc)
-{
-    constexpr at_mfma_cfg cfg = {BM, BN, BK, WM, WN, MFMA, KL, LDK, THREADS, TA, TB};
-    /* 16-byte aligned: operands are read as 8-byte (KL = 4) or 4-byte (KL = 2) vectors, whose
-     * offsets are multiples of their size (LDK and KI are multiples of 4 elements). */
-    alignas(16) LOCAL short sa[2][BM * LDK];
-    alignas(16) LOCAL short sb[2][BN * LDK];
+/* ---- staging of one operand --------------------------------------------------------------- */
+typedef unsigned short at_h8 __attribute__((ext_vector_type(8)));
+typedef unsigned short at_h4 __attribute__((ext_vector_type(4)));
 
-    const int tid = LOCAL_ID(0);
-    const int lane = tid % 64, wave = tid / 64;
-    const int wm0 = at_wave_m0(&cfg, wave), wn0 = at_wave_n0(&cfg, wave);
-    const int bm = GROUP_ID(1) * BM, bn = GROUP_ID(0) * BN;
-    const int KT = (K + BK - 1) / BK;
+/* The next K tile of one operand, in flight in registers: ROWS rows (BM of A, BN of B) by BK k,
+ * MNC: contiguous along the rows in memory (A with TA, B without TB), ER: rows past the matrix
+ * exist (EDGE_M, EDGE_N). WIDE: 16-byte units (at_wide_unit), else 16-bit elements (at_stage).
+ * The global offset of (row r, k p) is p * ld + r when MNC, else r * ld + p. */
+template <int ROWS, bool MNC, bool ER> struct at_tile {
+    static constexpr int UNITS = ROWS * BK / (MNC ? 32 : 8);
+    static constexpr int NW = (UNITS + THREADS - 1) / THREADS; /* units per thread */
+    static constexpr int NS = ROWS * BK / THREADS;             /* 16-bit elements per thread */
+    at_h8 w[NW][MNC ? 4 : 1];
+    short h[NS];
 
-    short ra[LOADS_A], rb[LOADS_B]; /* the next tile, in flight */
-
-    /* Global -> registers for the tile at k0, zero outside the matrices. */
-#define AT_LOAD_TILES(k0)                                                                          \
-    do {                                                                                           \
-        AT_UNROLL(LOADS_A)                                                                         \
-        for (int s = 0; s < LOADS_A; ++s) {                                                        \
-            int r, kk;                                                                             \
-            at_stage_a(&cfg, tid + s * THREADS, &r, &kk);                                          \
-            const int gi = bm + r, gp = (k0) + kk;                                                 \
-            const bool in = (!EDGE_M || gi < M) && (!EDGE_K || gp < K);                            \
-            ra[s] = in ? (short)A[TA ? (idx_t)gp * lda + gi : (idx_t)gi * lda + gp] : (short)0;    \
-        }                                                                                          \
-        AT_UNROLL(LOADS_B)                                                                         \
-        for (int s = 0; s < LOADS_B; ++s) {                                                        \
-            int c, kk;                                                                             \
-            at_stage_b(&cfg, tid + s * THREADS, &c, &kk);                                          \
-            const int gj = bn + c, gp = (k0) + kk;                                                 \
-            const bool in = (!EDGE_N || gj < N) && (!EDGE_K || gp < K);                            \
-            rb[s] = in ? (short)B[TB ? (idx_t)gj * ldb + gp : (idx_t)gp * ldb + gj] : (short)0;    \
-        }                                                                                          \
-    } while (0)
-
-    /* Registers -> LDS stage st, K-contiguous. */
-#define AT_STORE_TILES(st)                                                                         \
-    do {                                                                                           \
-        AT_UNROLL(LOADS_A)                                                                         \
-        for (int s = 0; s < LOADS_A; ++s) {                                                        \
-            int r, kk;                                                                             \
-            at_stage_a(&cfg, tid + s * THREADS, &r, &kk);                                          \
-            sa[st][r * LDK + kk] = ra[s];                                                          \
-        }                                                                                          \
-        AT_UNROLL(LOADS_B)                                                                         \
-        for (int s = 0; s < LOADS_B; ++s) {                                                        \
-            int c, kk;                                                                             \
-            at_stage_b(&cfg, tid + s * THREADS, &c, &kk);                                          \
-            sb[st][c * LDK + kk] = rb[s];                                                          \
-        }                                                                                          \
-    } while (0)
-
-    at_accv acc[TM][TN];
-    AT_UNROLL(TM)
-    for (int i = 0; i < TM; ++i) {
-        AT_UNROLL(TN)
-        for (int j = 0; j < TN; ++j) acc[i][j] = (at_accv)(0.0f);
+    INLINE static idx_t off(const int r, const int p, const int ld)
+    {
+        return MNC ? (idx_t)p * ld + r : (idx_t)r * ld + p;
     }
 
-    AT_LOAD_TILES(0);
-    AT_STORE_TILES(0);
+    /* Global -> registers: the tile whose first row is r0 and first k is k0; zeros outside the
+     * R x K matrix. */
+    template <bool WIDE>
+    INLINE void load(const unsigned short *RESTRICT g, const int ld, const int r0, const int R,
+                     const int k0, const int K, const int tid)
+    {
+        if constexpr (WIDE) {
+            AT_UNROLL(NW)
+            for (int s = 0; s < NW; ++s) {
+                const int u = tid + s * THREADS;
+                if (UNITS % THREADS != 0 && u >= UNITS) break; /* fewer units than threads */
+                int r, kk;
+                at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
+                const int gr = r0 + r, gk = k0 + kk;
+                const int nr = ER ? at_wide_valid(gr, R) : 8;
+                AT_UNROLL(4)
+                for (int q = 0; q < (MNC ? 4 : 1); ++q) {
+                    const bool in = (!ER || nr > 0) && (!EDGE_K || gk + q < K);
+                    at_h8 v = in ? *(const at_h8 *)(g + off(gr, gk + q, ld)) : (at_h8)(0);
+                    const int n = MNC ? nr : EDGE_K ? at_wide_valid(gk, K) : 8;
+                    if ((MNC ? ER : EDGE_K) && n < 8) {
+                        AT_UNROLL(8)
+                        for (int e = 0; e < 8; ++e)
+                            if (e >= n) v[e] = 0;
+                    }
+                    w[s][q] = v;
+                }
+            }
+        } else {
+            AT_UNROLL(NS)
+            for (int s = 0; s < NS; ++s) {
+                int r, kk;
+                at_stage(ROWS, BK, MNC, tid + s * THREADS, &r, &kk);
+                const int gr = r0 + r, gk = k0 + kk;
+                const bool in = (!ER || gr < R) && (!EDGE_K || gk < K);
+                h[s] = in ? (short)g[off(gr, gk, ld)] : (short)0;
+            }
+        }
+    }
+
+    /* Registers -> LDS tile st ([ROWS][LDK], K-contiguous). */
+    template <bool WIDE> INLINE void store(short *st, const int tid) const
+    {
+        if constexpr (WIDE) {
+            AT_UNROLL(NW)
+            for (int s = 0; s < NW; ++s) {
+                const int u = tid + s * THREADS;
+                if (UNITS % THREADS != 0 && u >= UNITS) break;
+                int r, kk;
+                at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
+                if constexpr (MNC) {
+                    AT_UNROLL(8)
+                    for (int e = 0; e < 8; ++e)
+                        *(at_h4 *)&st[(r + e) * LDK + kk] =
+                            (at_h4){w[s][0][e], w[s][1][e], w[s][2][e], w[s][3][e]};
+                } else if constexpr (LDK % 8 == 0) {
+                    *(at_h8 *)&st[r * LDK + kk] = w[s][0];
+                } else {
+                    *(at_h4 *)&st[r * LDK + kk] = w[s][0].lo;
+                    *(at_h4 *)&st[r * LDK + kk + 4] = w[s][0].hi;
+                }
+            }
+        } else {
+            AT_UNROLL(NS)
+            for (int s = 0; s < NS; ++s) {
+                int r, kk;
+                at_stage(ROWS, BK, MNC, tid + s * THREADS, &r, &kk);
+                st[r * LDK + kk] = h[s];
+            }
+        }
+    }
+};
+
+/* ---- the K loop ------------------------------------------------------------------------------ */
+/* acc += the block's op(A) op(B) over all of K, through the two LDS stages sa, sb. WIDE: the
+ * 16-byte staging (aligned operands), else 16-bit; the kernel picks one instance before the loop,
+ * so neither carries the other's instructions or registers. */
+template <bool WIDE>
+INLINE void at_mainloop(at_accv (&acc)[TM][TN], short (*sa)[BM * LDK], short (*sb)[BN * LDK],
+                        const unsigned short *RESTRICT A, const int lda,
+                        const unsigned short *RESTRICT B, const int ldb, const int M, const int N,
+                        const int K, const int bm, const int bn, const int tid, const int lane,
+                        const int wm0, const int wn0)
+{
+    constexpr at_mfma_cfg cfg = {BM, BN, BK, WM, WN, MFMA, KL, LDK, THREADS, TA, TB};
+    const int KT = (K + BK - 1) / BK;
+    at_tile<BM, TA != 0, EDGE_M != 0> ta; /* the next tiles, in flight */
+    at_tile<BN, TB == 0, EDGE_N != 0> tb;
+
+    ta.template load<WIDE>(A, lda, bm, M, 0, K, tid);
+    tb.template load<WIDE>(B, ldb, bn, N, 0, K, tid);
+    ta.template store<WIDE>(sa[0], tid);
+    tb.template store<WIDE>(sb[0], tid);
     BARRIER();
 
     const int rc = at_frag_rc(&cfg, lane), k_lane = at_frag_k(&cfg, lane, 0);
     for (int kt = 0; kt < KT; ++kt) {
         const int st = kt & 1;
-        if (kt + 1 < KT) AT_LOAD_TILES((kt + 1) * BK);
+        if (kt + 1 < KT) {
+            ta.template load<WIDE>(A, lda, bm, M, (kt + 1) * BK, K, tid);
+            tb.template load<WIDE>(B, ldb, bn, N, (kt + 1) * BK, K, tid);
+        }
 
         AT_UNROLL(BK / KI)
         for (int ks = 0; ks < BK / KI; ++ks) {
@@ -241,11 +330,44 @@ KERNEL void gemm_mfma(const int M, const int N, const int K, const float alpha, 
         }
 
         /* The other stage was last read in step kt - 1, which ended with a barrier. */
-        if (kt + 1 < KT) AT_STORE_TILES(st ^ 1);
+        if (kt + 1 < KT) {
+            ta.template store<WIDE>(sa[st ^ 1], tid);
+            tb.template store<WIDE>(sb[st ^ 1], tid);
+        }
         BARRIER();
     }
-#undef AT_LOAD_TILES
-#undef AT_STORE_TILES
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------ */
+KERNEL void gemm_mfma(const int M, const int N, const int K, const float alpha, const float beta,
+                      const unsigned short *RESTRICT A, const int lda,
+                      const unsigned short *RESTRICT B, const int ldb, unsigned short *C,
+                      const int ldc)
+{
+    constexpr at_mfma_cfg cfg = {BM, BN, BK, WM, WN, MFMA, KL, LDK, THREADS, TA, TB};
+    /* 16-byte aligned: operands are read as 8-byte (KL = 4) or 4-byte (KL = 2) vectors, whose
+     * offsets are multiples of their size (LDK and KI are multiples of 4 elements), and the
+     * 16-byte path writes 8 or 16 bytes at multiples of their size. */
+    alignas(16) LOCAL short sa[2][BM * LDK];
+    alignas(16) LOCAL short sb[2][BN * LDK];
+
+    const int tid = LOCAL_ID(0);
+    const int lane = tid % 64, wave = tid / 64;
+    const int wm0 = at_wave_m0(&cfg, wave), wn0 = at_wave_n0(&cfg, wave);
+    const int bm = GROUP_ID(1) * BM, bn = GROUP_ID(0) * BN;
+
+    at_accv acc[TM][TN];
+    AT_UNROLL(TM)
+    for (int i = 0; i < TM; ++i) {
+        AT_UNROLL(TN)
+        for (int j = 0; j < TN; ++j) acc[i][j] = (at_accv)(0.0f);
+    }
+
+    /* the same in every thread and block: a uniform branch, taken once before the K loop */
+    if (at_wide_ok(lda | ldb, (unsigned long long)A | (unsigned long long)B))
+        at_mainloop<true>(acc, sa, sb, A, lda, B, ldb, M, N, K, bm, bn, tid, lane, wm0, wn0);
+    else
+        at_mainloop<false>(acc, sa, sb, A, lda, B, ldb, M, N, K, bm, bn, tid, lane, wm0, wn0);
 
     /* ---- epilogue: C = alpha * acc + beta * C, rounded once ---- */
     const int col = at_acc_col(&cfg, lane);
