@@ -28,7 +28,8 @@
  * 8 rows x 4 k, four 16-byte loads transposed in registers into eight 8-byte LDS writes. At the
  * matrix edges a unit with any element inside is loaded whole (it cannot cross a page: 16 bytes
  * at a 16-byte aligned address) and the elements outside are zeroed. Otherwise every element is
- * a 16-bit load and a 16-bit LDS write (at_stage).
+ * a 16-bit load and a 16-bit LDS write (at_stage), issued after the MFMAs (the slow path keeps
+ * no registers across them).
  *
  * LDS layout. Both tiles are stored K-contiguous whatever the global layout: A as [BM][LDK] and
  * B as [BN][LDK] with LDK = BK + 4 * PAD, so each lane's MFMA operand (KL consecutive k of one
@@ -239,13 +240,18 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
                 }
             }
         } else {
+            /* ld, r0 and R made opaque here, so the compiler cannot hoist the NS element offsets
+             * and row checks out of the K loop into NS live registers (with a large tile and
+             * edges that spilled) */
+            int ldv = ld, r0v = r0, Rv = R;
+            asm volatile("" : "+s"(ldv), "+s"(r0v), "+s"(Rv));
             AT_UNROLL(NS)
             for (int s = 0; s < NS; ++s) {
                 int r, kk;
                 at_stage(ROWS, BK, MNC, tid + s * THREADS, &r, &kk);
-                const int gr = r0 + r, gk = k0 + kk;
-                const bool in = (!ER || gr < R) && (!EDGE_K || gk < K);
-                h[s] = in ? (short)g[off(gr, gk, ld)] : (short)0;
+                const int gr = r0v + r, gk = k0 + kk;
+                const bool in = (!ER || gr < Rv) && (!EDGE_K || gk < K);
+                h[s] = in ? (short)g[off(gr, gk, ldv)] : (short)0;
             }
         }
     }
@@ -285,8 +291,11 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
 
 /* ---- the K loop ------------------------------------------------------------------------------ */
 /* acc += the block's op(A) op(B) over all of K, through the two LDS stages sa, sb. WIDE: the
- * 16-byte staging (aligned operands), else 16-bit; the kernel picks one instance before the loop,
- * so neither carries the other's instructions or registers. */
+ * 16-byte staging (aligned operands), whose next tile is loaded before the MFMAs and stays in
+ * flight during them; else 16-bit, loaded after the MFMAs and stored at once, so this slow path
+ * (misaligned operands) holds no staging registers across them and large tiles do not spill in
+ * it. The kernel picks one instance before the loop, so neither carries the other's instructions
+ * or registers. */
 template <bool WIDE>
 INLINE void at_mainloop(at_accv (&acc)[TM][TN], short (*sa)[BM * LDK], short (*sb)[BN * LDK],
                         const unsigned short *RESTRICT A, const int lda,
@@ -308,7 +317,7 @@ INLINE void at_mainloop(at_accv (&acc)[TM][TN], short (*sa)[BM * LDK], short (*s
     const int rc = at_frag_rc(&cfg, lane), k_lane = at_frag_k(&cfg, lane, 0);
     for (int kt = 0; kt < KT; ++kt) {
         const int st = kt & 1;
-        if (kt + 1 < KT) {
+        if (WIDE && kt + 1 < KT) { /* in flight during the MFMAs */
             ta.template load<WIDE>(A, lda, bm, M, (kt + 1) * BK, K, tid);
             tb.template load<WIDE>(B, ldb, bn, N, (kt + 1) * BK, K, tid);
         }
@@ -331,6 +340,10 @@ INLINE void at_mainloop(at_accv (&acc)[TM][TN], short (*sa)[BM * LDK], short (*s
 
         /* The other stage was last read in step kt - 1, which ended with a barrier. */
         if (kt + 1 < KT) {
+            if (!WIDE) { /* the slow path holds no registers across the MFMAs */
+                ta.template load<WIDE>(A, lda, bm, M, (kt + 1) * BK, K, tid);
+                tb.template load<WIDE>(B, ldb, bn, N, (kt + 1) * BK, K, tid);
+            }
             ta.template store<WIDE>(sa[st ^ 1], tid);
             tb.template store<WIDE>(sb[st ^ 1], tid);
         }
