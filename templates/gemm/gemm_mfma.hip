@@ -218,6 +218,10 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
                      const int k0, const int K, const int tid)
     {
         if constexpr (WIDE) {
+            /* addresses: the tile's origin and each load's row of units are uniform (scalar), a
+             * unit's offset within the tile is the thread's own and the same in every K step
+             * (nonnegative: unsigned unless IDX64, so the load can take a 32-bit offset) */
+            const unsigned short *gt = g + off(r0, k0, ld);
             AT_UNROLL(NW)
             for (int s = 0; s < NW; ++s) {
                 const int u = tid + s * THREADS;
@@ -226,10 +230,16 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
                 at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
                 const int gr = r0 + r, gk = k0 + kk;
                 const int nr = ER ? at_wide_valid(gr, R) : 8;
+#if IDX64
+                const idx_t o = off(r, kk, ld);
+#else
+                const unsigned o = (unsigned)off(r, kk, ld);
+#endif
                 AT_UNROLL(4)
                 for (int q = 0; q < (MNC ? 4 : 1); ++q) {
                     const bool in = (!ER || nr > 0) && (!EDGE_K || gk + q < K);
-                    at_h8 v = in ? *(const at_h8 *)(g + off(gr, gk + q, ld)) : (at_h8)(0);
+                    const unsigned short *gq = gt + (MNC ? (idx_t)q * ld : 0);
+                    at_h8 v = in ? *(const at_h8 *)(gq + o) : (at_h8)(0);
                     const int n = MNC ? nr : EDGE_K ? at_wide_valid(gk, K) : 8;
                     if ((MNC ? ER : EDGE_K) && n < 8) {
                         AT_UNROLL(8)
