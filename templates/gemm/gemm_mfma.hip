@@ -195,16 +195,16 @@ AT_HD int at_wave_n0(const at_mfma_cfg *c, const int wave)
 typedef unsigned short at_h8 __attribute__((ext_vector_type(8)));
 typedef unsigned short at_h4 __attribute__((ext_vector_type(4)));
 
-/* The next K tile of one operand, in flight in registers: ROWS rows (BM of A, BN of B) by BK k,
- * MNC: contiguous along the rows in memory (A with TA, B without TB), ER: rows past the matrix
- * exist (EDGE_M, EDGE_N). WIDE: 16-byte units (at_wide_unit), else 16-bit elements (at_stage).
- * The global offset of (row r, k p) is p * ld + r when MNC, else r * ld + p. */
+/* One operand's K tile: ROWS rows (BM of A, BN of B) by BK k; MNC: contiguous along the rows in
+ * memory (A with TA, B without TB); ER: rows past the matrix exist (EDGE_M, EDGE_N). The 16-byte
+ * path loads the next tile into registers in units (at_wide_unit) and stores it later; the
+ * 16-bit path copies element by element (at_stage). The global offset of (row r, k p) is
+ * p * ld + r when MNC, else r * ld + p. */
 template <int ROWS, bool MNC, bool ER> struct at_tile {
     static constexpr int UNITS = ROWS * BK / (MNC ? 32 : 8);
     static constexpr int NW = (UNITS + THREADS - 1) / THREADS; /* units per thread */
     static constexpr int NS = ROWS * BK / THREADS;             /* 16-bit elements per thread */
-    at_h8 w[NW][MNC ? 4 : 1];
-    short h[NS];
+    at_h8 w[NW][MNC ? 4 : 1];                                  /* 16-byte path only */
 
     INLINE static idx_t off(const int r, const int p, const int ld)
     {
@@ -213,88 +213,84 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
 
     /* Global -> registers: the tile whose first row is r0 and first k is k0; zeros outside the
      * R x K matrix. */
-    template <bool WIDE>
     INLINE void load(const unsigned short *RESTRICT g, const int ld, const int r0, const int R,
                      const int k0, const int K, const int tid)
     {
-        if constexpr (WIDE) {
-            /* addresses: the tile's origin and each load's row of units are uniform (scalar), a
-             * unit's offset within the tile is the thread's own and the same in every K step
-             * (nonnegative: unsigned unless IDX64, so the load can take a 32-bit offset) */
-            const unsigned short *gt = g + off(r0, k0, ld);
-            AT_UNROLL(NW)
-            for (int s = 0; s < NW; ++s) {
-                const int u = tid + s * THREADS;
-                if (UNITS % THREADS != 0 && u >= UNITS) break; /* fewer units than threads */
-                int r, kk;
-                at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
-                const int gr = r0 + r, gk = k0 + kk;
-                const int nr = ER ? at_wide_valid(gr, R) : 8;
+        /* addresses: the tile's origin and each load's row of units are uniform (scalar), a
+         * unit's offset within the tile is the thread's own and the same in every K step
+         * (nonnegative: unsigned unless IDX64, so the load can take a 32-bit offset) */
+        const unsigned short *gt = g + off(r0, k0, ld);
+        AT_UNROLL(NW)
+        for (int s = 0; s < NW; ++s) {
+            const int u = tid + s * THREADS;
+            if (UNITS % THREADS != 0 && u >= UNITS) break; /* fewer units than threads */
+            int r, kk;
+            at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
+            const int gr = r0 + r, gk = k0 + kk;
+            const int nr = ER ? at_wide_valid(gr, R) : 8;
 #if IDX64
-                const idx_t o = off(r, kk, ld);
+            const idx_t o = off(r, kk, ld);
 #else
-                const unsigned o = (unsigned)off(r, kk, ld);
+            const unsigned o = (unsigned)off(r, kk, ld);
 #endif
-                AT_UNROLL(4)
-                for (int q = 0; q < (MNC ? 4 : 1); ++q) {
-                    const bool in = (!ER || nr > 0) && (!EDGE_K || gk + q < K);
-                    const unsigned short *gq = gt + (MNC ? (idx_t)q * ld : 0);
-                    at_h8 v = in ? *(const at_h8 *)(gq + o) : (at_h8)(0);
-                    const int n = MNC ? nr : EDGE_K ? at_wide_valid(gk, K) : 8;
-                    if ((MNC ? ER : EDGE_K) && n < 8) {
-                        AT_UNROLL(8)
-                        for (int e = 0; e < 8; ++e)
-                            if (e >= n) v[e] = 0;
-                    }
-                    w[s][q] = v;
+            AT_UNROLL(4)
+            for (int q = 0; q < (MNC ? 4 : 1); ++q) {
+                const bool in = (!ER || nr > 0) && (!EDGE_K || gk + q < K);
+                const unsigned short *gq = gt + (MNC ? (idx_t)q * ld : 0);
+                at_h8 v = in ? *(const at_h8 *)(gq + o) : (at_h8)(0);
+                const int n = MNC ? nr : EDGE_K ? at_wide_valid(gk, K) : 8;
+                if ((MNC ? ER : EDGE_K) && n < 8) {
+                    AT_UNROLL(8)
+                    for (int e = 0; e < 8; ++e)
+                        if (e >= n) v[e] = 0;
                 }
-            }
-        } else {
-            /* ld, r0 and R made opaque here, so the compiler cannot hoist the NS element offsets
-             * and row checks out of the K loop into NS live registers (with a large tile and
-             * edges that spilled) */
-            int ldv = ld, r0v = r0, Rv = R;
-            asm volatile("" : "+s"(ldv), "+s"(r0v), "+s"(Rv));
-            AT_UNROLL(NS)
-            for (int s = 0; s < NS; ++s) {
-                int r, kk;
-                at_stage(ROWS, BK, MNC, tid + s * THREADS, &r, &kk);
-                const int gr = r0v + r, gk = k0 + kk;
-                const bool in = (!ER || gr < Rv) && (!EDGE_K || gk < K);
-                h[s] = in ? (short)g[off(gr, gk, ldv)] : (short)0;
+                w[s][q] = v;
             }
         }
     }
 
     /* Registers -> LDS tile st ([ROWS][LDK], K-contiguous). */
-    template <bool WIDE> INLINE void store(short *st, const int tid) const
+    INLINE void store(short *st, const int tid) const
     {
-        if constexpr (WIDE) {
-            AT_UNROLL(NW)
-            for (int s = 0; s < NW; ++s) {
-                const int u = tid + s * THREADS;
-                if (UNITS % THREADS != 0 && u >= UNITS) break;
-                int r, kk;
-                at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
-                if constexpr (MNC) {
-                    AT_UNROLL(8)
-                    for (int e = 0; e < 8; ++e)
-                        *(at_h4 *)&st[(r + e) * LDK + kk] =
-                            (at_h4){w[s][0][e], w[s][1][e], w[s][2][e], w[s][3][e]};
-                } else if constexpr (LDK % 8 == 0) {
-                    *(at_h8 *)&st[r * LDK + kk] = w[s][0];
-                } else {
-                    *(at_h4 *)&st[r * LDK + kk] = w[s][0].lo;
-                    *(at_h4 *)&st[r * LDK + kk + 4] = w[s][0].hi;
-                }
+        AT_UNROLL(NW)
+        for (int s = 0; s < NW; ++s) {
+            const int u = tid + s * THREADS;
+            if (UNITS % THREADS != 0 && u >= UNITS) break;
+            int r, kk;
+            at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
+            if constexpr (MNC) {
+                AT_UNROLL(8)
+                for (int e = 0; e < 8; ++e)
+                    *(at_h4 *)&st[(r + e) * LDK + kk] =
+                        (at_h4){w[s][0][e], w[s][1][e], w[s][2][e], w[s][3][e]};
+            } else if constexpr (LDK % 8 == 0) {
+                *(at_h8 *)&st[r * LDK + kk] = w[s][0];
+            } else {
+                *(at_h4 *)&st[r * LDK + kk] = w[s][0].lo;
+                *(at_h4 *)&st[r * LDK + kk + 4] = w[s][0].hi;
             }
-        } else {
-            AT_UNROLL(NS)
-            for (int s = 0; s < NS; ++s) {
-                int r, kk;
-                at_stage(ROWS, BK, MNC, tid + s * THREADS, &r, &kk);
-                st[r * LDK + kk] = h[s];
-            }
+        }
+    }
+
+    /* The 16-bit path: global -> LDS tile st element by element, with nothing held in between
+     * (called after the MFMAs). Unrolled by 8 only: fully unrolled, the compiler hoisted all NS
+     * element addresses out of the K loop into live registers, and 256x256 tiles with a K edge
+     * spilled. The addresses are a uniform tile origin plus a 32-bit offset (unless IDX64). */
+    INLINE void copy(short *st, const unsigned short *RESTRICT g, const int ld, const int r0,
+                     const int R, const int k0, const int K, const int tid) const
+    {
+        const unsigned short *gt = g + off(r0, k0, ld);
+        AT_UNROLL(8)
+        for (int s = 0; s < NS; ++s) {
+            int r, kk;
+            at_stage(ROWS, BK, MNC, tid + s * THREADS, &r, &kk);
+            const bool in = (!ER || r0 + r < R) && (!EDGE_K || k0 + kk < K);
+#if IDX64
+            const idx_t o = off(r, kk, ld);
+#else
+            const unsigned o = (unsigned)off(r, kk, ld);
+#endif
+            st[r * LDK + kk] = in ? (short)gt[o] : (short)0;
         }
     }
 };
@@ -318,18 +314,23 @@ INLINE void at_mainloop(at_accv (&acc)[TM][TN], short (*sa)[BM * LDK], short (*s
     at_tile<BM, TA != 0, EDGE_M != 0> ta; /* the next tiles, in flight */
     at_tile<BN, TB == 0, EDGE_N != 0> tb;
 
-    ta.template load<WIDE>(A, lda, bm, M, 0, K, tid);
-    tb.template load<WIDE>(B, ldb, bn, N, 0, K, tid);
-    ta.template store<WIDE>(sa[0], tid);
-    tb.template store<WIDE>(sb[0], tid);
+    if constexpr (WIDE) {
+        ta.load(A, lda, bm, M, 0, K, tid);
+        tb.load(B, ldb, bn, N, 0, K, tid);
+        ta.store(sa[0], tid);
+        tb.store(sb[0], tid);
+    } else {
+        ta.copy(sa[0], A, lda, bm, M, 0, K, tid);
+        tb.copy(sb[0], B, ldb, bn, N, 0, K, tid);
+    }
     BARRIER();
 
     const int rc = at_frag_rc(&cfg, lane), k_lane = at_frag_k(&cfg, lane, 0);
     for (int kt = 0; kt < KT; ++kt) {
         const int st = kt & 1;
         if (WIDE && kt + 1 < KT) { /* in flight during the MFMAs */
-            ta.template load<WIDE>(A, lda, bm, M, (kt + 1) * BK, K, tid);
-            tb.template load<WIDE>(B, ldb, bn, N, (kt + 1) * BK, K, tid);
+            ta.load(A, lda, bm, M, (kt + 1) * BK, K, tid);
+            tb.load(B, ldb, bn, N, (kt + 1) * BK, K, tid);
         }
 
         AT_UNROLL(BK / KI)
@@ -350,12 +351,13 @@ INLINE void at_mainloop(at_accv (&acc)[TM][TN], short (*sa)[BM * LDK], short (*s
 
         /* The other stage was last read in step kt - 1, which ended with a barrier. */
         if (kt + 1 < KT) {
-            if (!WIDE) { /* the slow path holds no registers across the MFMAs */
-                ta.template load<WIDE>(A, lda, bm, M, (kt + 1) * BK, K, tid);
-                tb.template load<WIDE>(B, ldb, bn, N, (kt + 1) * BK, K, tid);
+            if constexpr (WIDE) {
+                ta.store(sa[st ^ 1], tid);
+                tb.store(sb[st ^ 1], tid);
+            } else { /* the slow path holds no registers across the MFMAs */
+                ta.copy(sa[st ^ 1], A, lda, bm, M, (kt + 1) * BK, K, tid);
+                tb.copy(sb[st ^ 1], B, ldb, bn, N, (kt + 1) * BK, K, tid);
             }
-            ta.template store<WIDE>(sa[st ^ 1], tid);
-            tb.template store<WIDE>(sb[st ^ 1], tid);
         }
         BARRIER();
     }
