@@ -25,11 +25,11 @@
  * tiles move in 16-byte units (at_wide_unit): a K-contiguous operand (A with TA = 0, B with
  * TB = 1) as 8 k of one row, one global_load_dwordx4 and one 16-byte LDS write (ds_write_b128,
  * or ds_write2_b64 when the padded row is not a multiple of 16 bytes); an MN-contiguous one as
- * 8 rows x 4 k, four 16-byte loads transposed in registers into eight 8-byte LDS writes. At the
- * matrix edges a unit with any element inside is loaded whole (it cannot cross a page: 16 bytes
- * at a 16-byte aligned address) and the elements outside are zeroed. Otherwise every element is
- * a 16-bit load and a 16-bit LDS write (at_stage), issued after the MFMAs (the slow path keeps
- * no registers across them).
+ * 8 rows x 4 k, four 16-byte loads transposed in registers (v_perm_b32, at_wide_pair) into
+ * eight 8-byte LDS writes. At the matrix edges a unit with any element inside is loaded whole (it
+ * cannot cross a page: 16 bytes at a 16-byte aligned address) and the elements outside are zeroed.
+ * Otherwise every element is a 16-bit load and a 16-bit LDS write (at_stage), issued after the
+ * MFMAs (the slow path keeps no registers across them).
  *
  * LDS layout. Both tiles are stored K-contiguous whatever the global layout: A as [BM][LDK] and
  * B as [BN][LDK] with LDK = BK + 4 * PAD, so each lane's MFMA operand (KL consecutive k of one
@@ -147,6 +147,21 @@ AT_HD int at_wide_valid(const int start, const int bound)
 {
     return bound - start >= 8 ? 8 : bound - start < 0 ? 0 : bound - start;
 }
+/* The register transposition of an MN-contiguous unit: dword d (0 or 1) of the 8-byte LDS write
+ * of the unit's row e holds element e of loads 2d (low half) and 2d + 1 (high half); x and y are
+ * dword e / 2 of those loads. One v_perm_b32 (byte i of the result = byte sel.byte[i] of the
+ * 8 bytes {y: 7..4, x: 3..0}); the host emulation supplies the instruction as AT_HOST_PERM, from
+ * the ISA's description. */
+AT_HD unsigned at_wide_pair(const unsigned x, const unsigned y, const int e)
+{
+    const unsigned sel = e & 1 ? 0x07060302u : 0x05040100u; /* high or low halves */
+#ifdef AT_MFMA_HOST
+    return AT_HOST_PERM(y, x, sel);
+#else
+    return __builtin_amdgcn_perm(y, x, sel);
+#endif
+}
+
 /* The uniform test that picks the 16-byte path: A and B 16-byte aligned and lda, ldb multiples
  * of 8 elements, so every unit's loads are aligned (ld_or = lda | ldb, addr_or = A | B). */
 AT_HD int at_wide_ok(const int ld_or, const unsigned long long addr_or)
@@ -194,6 +209,8 @@ AT_HD int at_wave_n0(const at_mfma_cfg *c, const int wave)
 /* ---- staging of one operand --------------------------------------------------------------- */
 typedef unsigned short at_h8 __attribute__((ext_vector_type(8)));
 typedef unsigned short at_h4 __attribute__((ext_vector_type(4)));
+typedef unsigned at_u4 __attribute__((ext_vector_type(4)));
+typedef unsigned at_u2 __attribute__((ext_vector_type(2)));
 
 /* One operand's K tile: ROWS rows (BM of A, BN of B) by BK k; MNC: contiguous along the rows in
  * memory (A with TA, B without TB); ER: rows past the matrix exist (EDGE_M, EDGE_N). The 16-byte
@@ -259,10 +276,14 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
             int r, kk;
             at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
             if constexpr (MNC) {
+                at_u4 d[4];
+                AT_UNROLL(4)
+                for (int q = 0; q < 4; ++q) d[q] = __builtin_bit_cast(at_u4, w[s][q]);
                 AT_UNROLL(8)
                 for (int e = 0; e < 8; ++e)
-                    *(at_h4 *)&st[(r + e) * LDK + kk] =
-                        (at_h4){w[s][0][e], w[s][1][e], w[s][2][e], w[s][3][e]};
+                    *(at_u2 *)&st[(r + e) * LDK + kk] =
+                        (at_u2){at_wide_pair(d[0][e / 2], d[1][e / 2], e),
+                                at_wide_pair(d[2][e / 2], d[3][e / 2], e)};
             } else if constexpr (LDK % 8 == 0) {
                 *(at_h8 *)&st[r * LDK + kk] = w[s][0];
             } else {

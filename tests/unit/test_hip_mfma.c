@@ -21,12 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AT_MFMA_HOST
-#include "templates/gemm/gemm_mfma.hip"
-
 /* ---- the hardware model, from the ISA's description (not from the template) ---------------- */
 
 #include "tests/unit/mfma_hw.h"
+
+#define AT_MFMA_HOST
+#define AT_HOST_PERM hw_perm
+#include "templates/gemm/gemm_mfma.hip"
+
+/* A small integer (the test's values, junk included) as a 16-bit pattern. */
+static unsigned short bits16(float v) { return (unsigned short)(short)v; }
 
 /* ---- the emulated kernel, through the template's index functions ----------------------------- */
 
@@ -88,8 +92,9 @@ static int stage(const at_mfma_cfg *c, const opnd *o, int k0, int wide, float *s
         int r, kk;
         at_wide_unit(o->rows, c->bk, o->mnc, u, &r, &kk);
         const int gr = o->r0 + r, gk = k0 + kk, nr = at_wide_valid(gr, o->R);
-        for (int q = 0; q < (o->mnc ? 4 : 1); q++) {
-            float v[8];
+        float v[4][8]; /* the unit's loads */
+        const int nq = o->mnc ? 4 : 1;
+        for (int q = 0; q < nq; q++) {
             const int in = nr > 0 && gk + q < o->K;
             const size_t at = in ? off_of(o, gr, gk + q) : 0;
             if (in && (at % 8 != 0 || at + 8 > o->len)) {
@@ -97,15 +102,30 @@ static int stage(const at_mfma_cfg *c, const opnd *o, int k0, int wide, float *s
                 return -1;
             }
             const int n = o->mnc ? nr : at_wide_valid(gk, o->K);
-            for (int e = 0; e < 8; e++) v[e] = in && e < n ? o->g[at + e] : 0.0f;
-            for (int e = 0; e < 8; e++) {
+            for (int e = 0; e < 8; e++) v[q][e] = in && e < n ? o->g[at + e] : 0.0f;
+        }
+        for (int e = 0; e < 8; e++) {
+            float w[4]; /* what the unit writes at element e: k + q (MN-contiguous) or k + e */
+            if (o->mnc) {
+                /* the template's transposition, on the 16-bit patterns of the values */
+                unsigned x[4];
+                for (int q = 0; q < 4; q++)
+                    x[q] = bits16(v[q][e & ~1]) | (unsigned)bits16(v[q][e | 1]) << 16;
+                const unsigned d0 = at_wide_pair(x[0], x[1], e), d1 = at_wide_pair(x[2], x[3], e);
+                w[0] = (float)(short)(d0 & 0xffffu);
+                w[1] = (float)(short)(d0 >> 16);
+                w[2] = (float)(short)(d1 & 0xffffu);
+                w[3] = (float)(short)(d1 >> 16);
+            } else
+                w[0] = v[0][e];
+            for (int q = 0; q < nq; q++) {
                 int row = r + (o->mnc ? e : 0), k = kk + (o->mnc ? q : e);
                 if (g_bug == 3 && o->mnc) k = kk + 3 - q;
                 if (row >= o->rows || k >= c->bk) {
                     snprintf(why, whylen, "a 16-byte unit outside the tile");
                     return -1;
                 }
-                s[row * c->ldk + k] = v[e];
+                s[row * c->ldk + k] = w[q];
                 hits[row * c->ldk + k]++;
             }
         }
