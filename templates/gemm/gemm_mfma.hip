@@ -97,9 +97,9 @@ AT_HD int at_groups(const at_mfma_cfg *c) { return 64 / c->mfma; }
 AT_HD int at_kinstr(const at_mfma_cfg *c) { return c->kl * (64 / c->mfma); }
 
 /* Element e (0 .. rows*BK-1) of a tile of `rows` rows (M of A, N of B) by BK k that the 16-bit
- * path stages: its row and k within the tile. Consecutive e follow the global contiguous
- * dimension (the rows when mnc = 1, k when mnc = 0), so consecutive threads read consecutive
- * addresses. */
+ * path stages: its row and k within the tile. mnc: the operand is contiguous along the rows in
+ * memory (A when TA = 1, B when TB = 0). Consecutive e follow the global contiguous dimension,
+ * so consecutive threads read consecutive addresses. */
 AT_HD void at_stage(const int rows, const int bk, const int mnc, const int e, int *row, int *k)
 {
     if (mnc) {
@@ -109,15 +109,6 @@ AT_HD void at_stage(const int rows, const int bk, const int mnc, const int e, in
         *row = e / bk;
         *k = e % bk;
     }
-}
-/* A is M-contiguous in memory when TA = 1, B is N-contiguous when TB = 0. */
-AT_HD void at_stage_a(const at_mfma_cfg *c, const int e, int *row, int *k)
-{
-    at_stage(c->bm, c->bk, c->ta, e, row, k);
-}
-AT_HD void at_stage_b(const at_mfma_cfg *c, const int e, int *col, int *k)
-{
-    at_stage(c->bn, c->bk, !c->tb, e, col, k);
 }
 
 /* The 16-byte path stages a tile in units: a K-contiguous operand (mnc = 0) in units of 1 row x
