@@ -218,6 +218,17 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
     {
         return MNC ? (idx_t)p * ld + r : (idx_t)r * ld + p;
     }
+    /* The offset of (r, p) within a tile, from its origin: nonnegative, so unsigned unless
+     * IDX64, which lets a load take a 32-bit offset from a uniform base. */
+#if IDX64
+    typedef idx_t at_toff;
+#else
+    typedef unsigned at_toff;
+#endif
+    INLINE static at_toff toff(const int r, const int p, const int ld)
+    {
+        return (at_toff)off(r, p, ld);
+    }
 
     /* Global -> registers: the tile whose first row is r0 and first k is k0; zeros outside the
      * R x K matrix. */
@@ -225,8 +236,7 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
                      const int k0, const int K, const int tid)
     {
         /* addresses: the tile's origin and each load's row of units are uniform (scalar), a
-         * unit's offset within the tile is the thread's own and the same in every K step
-         * (nonnegative: unsigned unless IDX64, so the load can take a 32-bit offset) */
+         * unit's offset within the tile is the thread's own and the same in every K step */
         const unsigned short *gt = g + off(r0, k0, ld);
         AT_UNROLL(NW)
         for (int s = 0; s < NW; ++s) {
@@ -236,11 +246,7 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
             at_wide_unit(ROWS, BK, MNC, u, &r, &kk);
             const int gr = r0 + r, gk = k0 + kk;
             const int nr = ER ? at_wide_valid(gr, R) : 8;
-#if IDX64
-            const idx_t o = off(r, kk, ld);
-#else
-            const unsigned o = (unsigned)off(r, kk, ld);
-#endif
+            const at_toff o = toff(r, kk, ld);
             AT_UNROLL(4)
             for (int q = 0; q < (MNC ? 4 : 1); ++q) {
                 const bool in = (!ER || nr > 0) && (!EDGE_K || gk + q < K);
@@ -287,7 +293,7 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
     /* The 16-bit path: global -> LDS tile st element by element, with nothing held in between
      * (called after the MFMAs). Unrolled by 8 only: fully unrolled, the compiler hoisted all NS
      * element addresses out of the K loop into live registers, and 256x256 tiles with a K edge
-     * spilled. The addresses are a uniform tile origin plus a 32-bit offset (unless IDX64). */
+     * spilled. The addresses are a uniform tile origin plus toff. */
     INLINE void copy(short *st, const unsigned short *RESTRICT g, const int ld, const int r0,
                      const int R, const int k0, const int K, const int tid) const
     {
@@ -297,11 +303,7 @@ template <int ROWS, bool MNC, bool ER> struct at_tile {
             int r, kk;
             at_stage(ROWS, BK, MNC, tid + s * THREADS, &r, &kk);
             const bool in = (!ER || r0 + r < R) && (!EDGE_K || k0 + kk < K);
-#if IDX64
-            const idx_t o = off(r, kk, ld);
-#else
-            const unsigned o = (unsigned)off(r, kk, ld);
-#endif
+            const at_toff o = toff(r, kk, ld);
             st[r * LDK + kk] = in ? (short)gt[o] : (short)0;
         }
     }
