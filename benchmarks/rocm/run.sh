@@ -14,7 +14,9 @@
 #   SHAPES="8192x8192x8192 4096x4096x4096 8192x28672x8192 16x8192x8192 4096x1024x14336"
 #   TUNE_BUDGET=60       --budget of each tuning run (N evaluations or Ns)
 #   TUNE_TIMEOUT_S=300   a tuning run is stopped (SIGTERM: it saves what it measured) after it
-#   CORRECT_SHAPES="1x1x1 7x5x3 127x129x65 1000x999x77 16x8192x128"
+#   CORRECT_SHAPES="1x1x1 7x5x3 127x129x65 1000x999x77 16x8192x128 1000x1000x72"
+#                        (gemm_mfma: odd strides take the 16-bit path, strides that are
+#                        multiples of 8 the 16-byte one; 1000x1000x72 is that with edges)
 #   CORRECT_BUDGET=4     candidates checked per correctness case (each against the reference)
 #   FLUSH_MB=512         cache flush of torch_bench.py (MI300X: 256 MB Infinity Cache)
 #   ARCH=                target of the compile-only check (default: the device's gcnArchName,
@@ -30,7 +32,7 @@ DTYPES=${DTYPES:-"bf16 f16 f32"}
 SHAPES=${SHAPES:-"8192x8192x8192 4096x4096x4096 8192x28672x8192 16x8192x8192 4096x1024x14336"}
 TUNE_BUDGET=${TUNE_BUDGET:-60}
 TUNE_TIMEOUT_S=${TUNE_TIMEOUT_S:-300}
-CORRECT_SHAPES=${CORRECT_SHAPES:-"1x1x1 7x5x3 127x129x65 1000x999x77 16x8192x128"}
+CORRECT_SHAPES=${CORRECT_SHAPES:-"1x1x1 7x5x3 127x129x65 1000x999x77 16x8192x128 1000x1000x72"}
 CORRECT_BUDGET=${CORRECT_BUDGET:-4}
 FLUSH_MB=${FLUSH_MB:-512}
 PYTHON=${PYTHON:-python3}
@@ -40,7 +42,8 @@ log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" | tee -a "$OUTDIR/run.log
 {
     date -u; uname -a
     command -v rocm-smi >/dev/null && rocm-smi --showproductname --showdriverversion 2>&1
-    command -v rocminfo >/dev/null && rocminfo 2>&1 | grep -E 'Marketing Name|gfx|Compute Unit' | sort -u
+    # the cache sizes (L3: the Infinity Cache autotune assumes for the flush, docs/hip.md)
+    command -v rocminfo >/dev/null && rocminfo 2>&1 | grep -E 'Marketing Name|gfx|Compute Unit|L[1-3]:' | sort -u
     "$PYTHON" -c 'import torch; print("torch", torch.__version__, "hip", torch.version.hip, "available", torch.cuda.is_available())' 2>&1
     git -C "$ROOT" rev-parse HEAD 2>&1
 } > "$OUTDIR/env.txt"

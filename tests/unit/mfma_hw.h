@@ -22,4 +22,14 @@ static void hw_mfma(int mfma, int kl, const float *fa, const float *fb, float *a
         }
 }
 
+/* v_perm_b32 D, S0, S1, sel (CDNA ISA): byte i of D is byte sel.byte[i] of the 8 bytes
+ * {S0: bytes 7..4, S1: bytes 3..0}, for selector bytes 0..7 (the only ones the templates use). */
+static inline unsigned hw_perm(unsigned s0, unsigned s1, unsigned sel)
+{
+    const unsigned long long x = (unsigned long long)s0 << 32 | s1;
+    unsigned d = 0;
+    for (int i = 0; i < 4; i++) d |= (unsigned)(x >> 8 * ((sel >> 8 * i) & 7) & 0xffu) << 8 * i;
+    return d;
+}
+
 #endif

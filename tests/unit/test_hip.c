@@ -247,10 +247,30 @@ static void test_native_handles(void **state)
     assert_null(d);
 }
 
+/* The last-level cache the timing flush covers (twice its size, tuner/run.c): HIP reports only
+ * the L2, so MI300-class parts get their 256 MiB Infinity Cache from the architecture. */
+static void test_last_level_cache(void **state)
+{
+    (void)state;
+    const int64_t mib = 1 << 20;
+    assert_int_equal(at_hip_last_level_cache("gfx942:sramecc+:xnack-", 4 * mib), 256 * mib);
+    assert_int_equal(at_hip_last_level_cache("gfx940", 4 * mib), 256 * mib);
+    assert_int_equal(at_hip_last_level_cache("gfx950", 4 * mib), 256 * mib);
+    assert_int_equal(at_hip_last_level_cache("gfx942", 0), 256 * mib); /* L2 unknown */
+    assert_int_equal(at_hip_last_level_cache("gfx90a:sramecc+:xnack-", 8 * mib), 8 * mib);
+    assert_int_equal(at_hip_last_level_cache("gfx908", 8 * mib), 8 * mib);
+    assert_int_equal(at_hip_last_level_cache("gfx1100", 6 * mib), 96 * mib);
+    assert_int_equal(at_hip_last_level_cache("gfx1030", 4 * mib), 128 * mib);
+    assert_int_equal(at_hip_last_level_cache("gfx942", 512 * mib), 512 * mib); /* larger L2 */
+    assert_int_equal(at_hip_last_level_cache(NULL, 2 * mib), 2 * mib);
+    assert_int_equal(at_hip_last_level_cache("gfx1150", -1), 0);
+}
+
 int main(void)
 {
     at_test_have_compiler(B, "gfx90a", g_no_hiprtc, sizeof g_no_hiprtc);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_last_level_cache),
         cmocka_unit_test(test_no_device_is_unavailable_with_a_reason),
         cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_native_handles),

@@ -413,6 +413,23 @@ static const at_gpu_attrs g_attrs = {
     .warp = hipDeviceAttributeWarpSize,
 };
 
+int64_t at_hip_last_level_cache(const char *arch, int64_t l2)
+{
+    /* The memory-side Infinity Cache (MALL) per family, the largest part of each: MI300A/X
+     * (gfx940-942) and MI350/355X (gfx950) 256 MiB; RDNA2 (gfx103x) up to 128 MiB, RDNA3 (gfx110x)
+     * up to 96, RDNA4 (gfx120x) 64. CDNA1/2 (gfx908, gfx90a) have none: their L2 is the last level.
+     */
+    static const struct {
+        const char *prefix;
+        int64_t mib;
+    } mall[] = {{"gfx94", 256}, {"gfx95", 256}, {"gfx103", 128}, {"gfx110", 96}, {"gfx120", 64}};
+    int64_t llc = l2 > 0 ? l2 : 0;
+    for (size_t i = 0; arch && i < sizeof mall / sizeof mall[0]; i++)
+        if (strncmp(arch, mall[i].prefix, strlen(mall[i].prefix)) == 0 && mall[i].mib << 20 > llc)
+            llc = mall[i].mib << 20;
+    return llc;
+}
+
 static at_status hip_device_info(int idx, at_device_info *out)
 {
     AT_TRY(check_index(idx));
@@ -431,6 +448,8 @@ static at_status hip_device_info(int idx, at_device_info *out)
     if (hip.hipDeviceTotalMem(&total, dev) != 0) total = 0;
     at_gpu_device_limits(out, &g_attrs, dev_attr, idx, (int64_t)total);
     out->max_shared_optin = out->local_mem_bytes; /* AMD has no opt-in beyond the block's LDS */
+    /* HIP reports the L2 only (4 MiB on MI300X); the timing flush must cover the Infinity Cache */
+    out->l2_bytes = at_hip_last_level_cache(out->arch, out->l2_bytes);
     /* A tuned result holds for one architecture with its features, CU count, LDS and wave. */
     snprintf(out->key, sizeof out->key, "hip/%s/%s/%lld/lds%lld/w%lld", out->arch, out->name,
              (long long)out->compute_units, (long long)out->local_mem_bytes,

@@ -35,4 +35,11 @@ int at_amdgpu_read_meta(const void *elf, size_t len, const char *name, at_amdgpu
  * size. */
 void at_amdgpu_meta_resources(const at_amdgpu_kernel_meta *m, at_resources *out);
 
+/* The HIP backend's last-level cache in bytes for a device of target arch ("gfx942:sramecc+")
+ * whose runtime reports an L2 of l2 bytes: ROCm's hipDeviceAttributeL2CacheSize (up to ROCm 6 at
+ * least; no attribute names the Infinity Cache) is the L2, so families with a larger
+ * memory-side cache get its size from a table. The device info's l2_bytes holds this, and the
+ * pipeline flushes twice it between timed runs (tuner/run.c). Defined in hip.c. */
+int64_t at_hip_last_level_cache(const char *arch, int64_t l2);
+
 #endif
