@@ -68,10 +68,15 @@
  *           more bytes of shared memory; 2: the same fed by a producer warpgroup of its own
  *           (THREADS = 128*(WGS+1), setmaxnreg); 1 and 2 emulated and compiled,
  *           not yet in the space (the host does not build tensor maps: docs/cuda.md)
+ *   PERSIST 1: a persistent grid (at_sched): min(tiles, SMs) blocks, block b computing tiles b,
+ *           b + grid, ... in GROUP_M's order; correct for any grid size. With LOAD = 0 the ring
+ *           drains per tile (a barrier before the next tile's first copies); with LOAD = 1, 2
+ *           the ring positions and barrier phases run on across tiles, so the producer loads
+ *           the next tile's first stages while the consumers finish this one. Not with SPLITK.
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
- * exchanged with SWAP), dynamic shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align
- * the ring to the swizzle atoms). Everything above is said in the kernel's view: with SWAP its
+ * exchanged with SWAP; PERSIST: [min(tiles, SMs) * local0, 1, 1]), dynamic shared memory
+ * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms). Everything above is said in the kernel's view: with SWAP its
  * M is the problem's n, its A the problem's B, and so on.
  *
  * The PTX primitives are wrapped in at_* functions in the shared headers of templates/common/:
