@@ -1,6 +1,7 @@
 /* test_cuda_gemm.c — the portable GEMM template compiles with NVRTC for real CUDA targets
- * without a GPU (a spread of its space per target, every layout and edge pattern), and
- * candidates are rejected by their compiler-reported resources. Without NVRTC the rest runs and
+ * without a GPU (a spread of its space per target, every layout and edge pattern), as do the
+ * split-K and persistent parts of the tensor-core spaces, and candidates are rejected by their
+ * compiler-reported resources. Without NVRTC the rest runs and
  * the program exits 77 (ctest: skipped). */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -53,46 +54,49 @@ static void test_gemm_compiles_for_sm80_and_sm90a(void **state)
     compile_sample("sm_90a", AT_DTYPE_BF16, AT_LAYOUT_TN, 4096, 64, 31);
 }
 
-/* Compiles `count` configs of gemm_mma with SPLITK > 1, spread through the split-K part of the
- * space for the problem, with NVRTC for arch; every one must compile and fit. */
-static void compile_splitk(const char *arch, at_dtype dtype, at_layout layout, int64_t m, int64_t n,
-                           int64_t k, size_t count)
+/* Checks a config's launch geometry and workspace (what its part of the space promises). */
+typedef void (*launch_check)(const at_space *s, const int64_t *cfg, const size_t g[3],
+                             const size_t l[3], size_t ws);
+
+/* Compiles `count` configs of the template whose parameter `param` is above `above`, spread
+ * through that part of the space for the problem, with NVRTC for arch; every one must compile,
+ * fit (no spill, no serialized wgmma) and pass check. */
+static void compile_where(const char *name, const char *param, int64_t above, launch_check check,
+                          const char *arch, at_dtype dtype, at_layout layout, int64_t m, int64_t n,
+                          int64_t k, size_t count)
 {
     at_gemm_problem p = {.m = m, .n = n, .k = k, .dtype = dtype, .layout = layout, .alpha = 1};
     at_device_info info;
     at_bdev *d = NULL;
     at_template *t = NULL;
     assert_int_equal(at_cuda_backend.open_target(arch, &info, &d), AT_OK);
-    assert_int_equal(at_template_load("gemm_mma", "cuda", &t), AT_OK);
+    assert_int_equal(at_template_load(name, "cuda", &t), AT_OK);
     assert_int_equal(at_template_bind_device(t, &info), AT_OK);
     assert_int_equal(at_gemm_bind(&p, t->space), AT_OK);
-    int64_t *cfgs = NULL, sk = 0;
-    size_t n_all = 0, n_split = 0;
+    int64_t *cfgs = NULL, v = 0;
+    size_t n_all = 0, n_sel = 0;
     assert_int_equal(at_space_enumerate(t->space, &cfgs, NULL, &n_all), AT_OK);
-    size_t *split = malloc((n_all + 1) * sizeof *split);
-    assert_non_null(split);
+    size_t *sel = malloc((n_all + 1) * sizeof *sel);
+    assert_non_null(sel);
     for (size_t i = 0; i < n_all; i++) {
-        assert_int_equal(at_space_value(t->space, cfgs + i * t->space->nparams, "SPLITK", &sk),
-                         AT_OK);
-        if (sk > 1) split[n_split++] = i;
+        assert_int_equal(at_space_value(t->space, cfgs + i * t->space->nparams, param, &v), AT_OK);
+        if (v > above) sel[n_sel++] = i;
     }
-    if (n_split < count)
-        fail_msg("%s %lldx%lldx%lld: only %zu split-K configs", arch, (long long)m, (long long)n,
-                 (long long)k, n_split);
+    if (n_sel < count)
+        fail_msg("%s %s %lldx%lldx%lld: only %zu configs with %s > %lld", name, arch, (long long)m,
+                 (long long)n, (long long)k, n_sel, param, (long long)above);
     for (size_t c = 0; c < count; c++) {
-        const int64_t *cfg = cfgs + split[c * n_split / count] * t->space->nparams;
+        const int64_t *cfg = cfgs + sel[c * n_sel / count] * t->space->nparams;
         char config[512], options[4096], why[512] = "";
         at_config_format(t->space, cfg, config, sizeof config);
         assert_int_equal(at_config_defines(t->space, cfg, options, sizeof options), AT_OK);
         size_t g[3], l[3], ws = 0, shared = 0;
         assert_int_equal(at_space_launch(t->space, cfg, g, l), AT_OK);
         assert_int_equal(at_space_memory(t->space, cfg, &shared, &ws), AT_OK);
-        assert_int_equal(g[2], (size_t)cfg[7]); /* grid z = SPLITK, blocks of depth 1 */
-        assert_int_equal(l[2], 1);
-        assert_true(ws > 0);
+        check(t->space, cfg, g, l, ws);
         at_bprog *prog = NULL;
         char *log = NULL;
-        if (at_cuda_backend.compile(d, t->source, options, "gemm_mma", &prog, &log) != AT_OK)
+        if (at_cuda_backend.compile(d, t->source, options, name, &prog, &log) != AT_OK)
             fail_msg("%s %s: %s", arch, config, log ? log : at_errmsg());
         at_resources r;
         assert_int_equal(at_cuda_backend.resources(prog, &r), AT_OK);
@@ -101,10 +105,32 @@ static void compile_splitk(const char *arch, at_dtype dtype, at_layout layout, i
         free(log);
         at_cuda_backend.program_free(prog);
     }
-    free(split);
+    free(sel);
     free(cfgs);
     at_template_free(t);
     at_cuda_backend.close(d);
+}
+
+static int64_t value(const at_space *s, const int64_t *cfg, const char *name)
+{
+    int64_t v = 0;
+    assert_int_equal(at_space_value(s, cfg, name, &v), AT_OK);
+    return v;
+}
+
+/* split-K: grid z = SPLITK, blocks of depth 1, a workspace */
+static void check_splitk(const at_space *s, const int64_t *cfg, const size_t g[3],
+                         const size_t l[3], size_t ws)
+{
+    assert_int_equal(g[2], (size_t)value(s, cfg, "SPLITK"));
+    assert_int_equal(l[2], 1);
+    assert_true(ws > 0);
+}
+
+static void compile_splitk(const char *arch, at_dtype dtype, at_layout layout, int64_t m, int64_t n,
+                           int64_t k, size_t count)
+{
+    compile_where("gemm_mma", "SPLITK", 1, check_splitk, arch, dtype, layout, m, n, k, count);
 }
 
 /* Split-K configs for the small-m and large-k LLM shapes and edge shapes (K not a multiple of
@@ -168,6 +194,31 @@ static void test_resource_rules(void **state)
     assert_true(at_resources_fit(&opencl, &heavy, 1024, why, sizeof why));
 }
 
+/* persistent (PERSIST): one row of min(tiles, SMs) blocks (132 SMs for a compile-only sm_90a
+ * target), more tiles than blocks, no split-K and no workspace */
+static void check_persist(const at_space *s, const int64_t *cfg, const size_t g[3],
+                          const size_t l[3], size_t ws)
+{
+    const int64_t tiles = value(s, cfg, "TILES");
+    assert_true(tiles > 132);
+    assert_int_equal(g[0], 132 * l[0]);
+    assert_int_equal(g[1], 1);
+    assert_int_equal(g[2], 1);
+    assert_int_equal(ws, 0);
+}
+
+/* Persistent configs of gemm_wgmma compile for sm_90a with no spill and no C7515 and launch
+ * one wave: grids of more than one wave, without and with every edge. */
+static void test_persistent_compiles(void **state)
+{
+    (void)state;
+    AT_TEST_NEED(g_no_nvrtc);
+    compile_where("gemm_wgmma", "PERSIST", 0, check_persist, "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN,
+                  8192, 8192, 8192, 2);
+    compile_where("gemm_wgmma", "PERSIST", 0, check_persist, "sm_90a", AT_DTYPE_F16, AT_LAYOUT_TT,
+                  4000, 3999, 777, 1);
+}
+
 int main(void)
 {
     at_test_have_compiler(&at_cuda_backend, "sm_80", g_no_nvrtc, sizeof g_no_nvrtc);
@@ -176,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_gemm_compiles_for_sm80_and_sm90a),
         cmocka_unit_test(test_splitk_compiles),
+        cmocka_unit_test(test_persistent_compiles),
     };
     return at_test_exit(cmocka_run_group_tests(tests, NULL, NULL), g_no_nvrtc);
 }
