@@ -68,11 +68,17 @@
  *           more bytes of shared memory; 2: the same fed by a producer warpgroup of its own
  *           (THREADS = 128*(WGS+1), setmaxnreg); the maps are `tensormap:` arguments of
  *           the YAML, encoded by the host per launch (docs/cuda.md)
+ *   PERSIST 1: a persistent grid (at_sched): min(tiles, SMs) blocks, block b computing tiles b,
+ *           b + grid, ... in GROUP_M's order; correct for any grid size. With LOAD = 0 the ring
+ *           drains per tile (a barrier before the next tile's first copies); with LOAD = 1, 2
+ *           the ring positions and barrier phases run on across tiles, so the producer loads
+ *           the next tile's first stages while the consumers finish this one. Not with SPLITK.
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
- * exchanged with SWAP), dynamic shared memory STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align
- * the ring to the swizzle atoms). Everything above is said in the kernel's view: with SWAP its
- * M is the problem's n, its A the problem's B, and so on.
+ * exchanged with SWAP; PERSIST: [min(tiles, SMs) * local0, 1, 1]), dynamic shared memory
+ * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms). Everything
+ * above is said in the kernel's view: with SWAP its M is the problem's n, its A the problem's B,
+ * and so on.
  *
  * The PTX primitives are wrapped in at_* functions in the shared headers of templates/common/:
  * wgmma, its fences, the layouts and descriptors in cuda_wgmma.h (which attention_wgmma.cu uses
@@ -111,6 +117,12 @@
 #ifndef LOAD
 #define LOAD 0 /* 0: cp.async by every thread; 1: TMA by one thread into an mbarrier ring; 2: the
                  * same from a producer warpgroup of its own (warp specialization) */
+#endif
+#ifndef PERSIST
+#define PERSIST 0 /* 1: a persistent grid, each block taking tiles b, b + grid, ... (at_sched) */
+#endif
+#if PERSIST && SPLITK > 1
+#error "PERSIST with split-K is not supported (the space constrains it out)"
 #endif
 #include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
@@ -265,25 +277,65 @@ INLINE void at_fence_acc(float (&acc)[MT][NT][WN / 2])
 
 /* ---- the block's tile ------------------------------------------------------------------------ */
 
-/* The tile of C (tile row tm, column tn) of this block. The blocks start in the order of their
- * linear index, dimension 0 (N) fastest; with GROUP_M = 1 block (x, y) takes tile (y, x), so
- * the blocks of one wave cover a few tile rows and every column of B, which then streams from
- * memory again each wave. GROUP_M > 1 walks bands of GROUP_M tile rows column by column (as
- * Triton's grouped ordering does): a wave covers about GROUP_M rows and waves/GROUP_M columns,
- * and the A and B panels it reads stay in L2. A bijection of the grid onto the tiles. */
-INLINE void at_block_tile(int &tm, int &tn)
+/* Tile pid (tile row tm, column tn) of the gx x gy tiles of C. Blocks start in the order of
+ * their linear index, dimension 0 (N) fastest, and a wave takes consecutive pids; with
+ * GROUP_M = 1 tile pid is row pid / gx, so the blocks of one wave cover a few tile rows and
+ * every column of B, which then streams from memory again each wave. GROUP_M > 1 walks bands of
+ * GROUP_M tile rows column by column (as Triton's grouped ordering does): a wave covers about
+ * GROUP_M rows and waves/GROUP_M columns, and the A and B panels it reads stay in L2. A
+ * bijection of [0, gx * gy) onto the tiles. */
+INLINE void at_tile_of(const int pid, const int gx, const int gy, int &tm, int &tn)
 {
 #if GROUP_M > 1
-    const int gx = NUM_GROUPS(0), gy = NUM_GROUPS(1);
-    const int pid = GROUP_ID(0) + GROUP_ID(1) * gx, band = GROUP_M * gx;
+    const int band = GROUP_M * gx;
     const int first = pid / band * GROUP_M;    /* the band's first tile row */
     const int rows = MIN(gy - first, GROUP_M); /* its tile rows (the last band may be short) */
     tm = first + pid % band % rows;
     tn = pid % band / rows;
 #else
+    (void)gy;
+    tm = pid / gx;
+    tn = pid % gx;
+#endif
+}
+
+/* The tiles a block computes, in order. Without PERSIST the grid covers the gx x gy tiles of C
+ * and a block takes the one of its linear index (pid = x + y * gx) through at_tile_of (with
+ * GROUP_M = 1, straight from its grid position). With PERSIST the grid is one-dimensional,
+ * min(tiles, SMs) blocks, and block b takes tiles b, b + grid, b + 2 * grid, ...: the tiles of
+ * a wave are consecutive in the same order, so GROUP_M's bands keep their L2 reuse. Used as
+ *   for (at_sched s = at_sched_init(M, N); at_sched_next(s, tm, tn);) ...
+ * which the compiler resolves to one pass without PERSIST. */
+struct at_sched {
+    int pid, tiles, gx, gy; /* the next tile's linear index; the tiles (gx columns, gy rows) */
+};
+
+INLINE at_sched at_sched_init(const int km, const int kn)
+{
+#if PERSIST
+    const int gx = (kn + BN - 1) / BN, gy = (km + BM - 1) / BM;
+    return at_sched{GROUP_ID(0), gx * gy, gx, gy};
+#else
+    (void)km, (void)kn;
+    return at_sched{0, 1, 0, 0};
+#endif
+}
+
+INLINE bool at_sched_next(at_sched &s, int &tm, int &tn)
+{
+    if (s.pid >= s.tiles) return false;
+#if PERSIST
+    at_tile_of(s.pid, s.gx, s.gy, tm, tn);
+    s.pid += NUM_GROUPS(0);
+#elif GROUP_M > 1
+    at_tile_of(GROUP_ID(0) + GROUP_ID(1) * NUM_GROUPS(0), NUM_GROUPS(0), NUM_GROUPS(1), tm, tn);
+    s.pid++;
+#else
     tm = GROUP_ID(1);
     tn = GROUP_ID(0);
+    s.pid++;
 #endif
+    return true;
 }
 
 /* ---- the K loop ------------------------------------------------------------------------------ */
@@ -399,31 +451,67 @@ INLINE void at_tma_init(const at_saddr ring, const int tid)
     BARRIER();
 }
 
-/* The producer's step: K tile t (of this block's) into its stage, once the consumers released
- * the stage's previous lap. One thread. */
+/* The producer's step: K tile kt of the problem (its K coordinate kt * BK) of the tile at rows
+ * bm, columns bn into ring position t (stage t % STAGES, lap t / STAGES), once the consumers
+ * released the stage's previous lap. One thread. */
 INLINE void at_tma_issue(const at_tmap &tma_a, const at_tmap &tma_b, const at_saddr ring,
-                         const int bm, const int bn, const int kt0, const int t)
+                         const int bm, const int bn, const int kt, const int t)
 {
     const int s = t % STAGES;
     at_mbar_wait(AT_EMPTY(ring, s), ((t / STAGES) & 1) ^ 1);
     at_mbar_arrive_expect_tx(AT_FULL(ring, s), STAGE_BYTES);
-    AT_TMA_A(ring + s * STAGE_BYTES, (kt0 + t) * BK, AT_FULL(ring, s));
-    AT_TMA_B(ring + s * STAGE_BYTES + A_BYTES, (kt0 + t) * BK, AT_FULL(ring, s));
+    AT_TMA_A(ring + s * STAGE_BYTES, kt * BK, AT_FULL(ring, s));
+    AT_TMA_B(ring + s * STAGE_BYTES + A_BYTES, kt * BK, AT_FULL(ring, s));
 }
 
-/* acc = the block's K tiles [kt0, kt0 + KT) from the TMA ring at `ring` (at_tma_init done).
- * LOAD = 1: thread 0 also produces, STAGES - 1 tiles ahead; LOAD = 2: a producer warpgroup of
- * its own does (the kernel). */
-INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
-                            const at_tmap &tma_b, const at_saddr ring, const int bm, const int bn,
-                            const int kt0, const int KT, const int tid)
+/* The producer's position in the block's work: K tile kt (of the KT from kt0 on) of tile
+ * (tm, tn), ring position t; `more` until it is past the block's last tile. The ring positions
+ * run on across tiles (PERSIST), so the producer fills the next tile's first stages while the
+ * consumers still work on this one, and every barrier keeps its phase sequence. */
+struct at_cursor {
+    at_sched s;
+    int tm, tn, kt, t;
+    bool more;
+};
+
+INLINE void at_cursor_init(at_cursor &c, const int km, const int kn, const int KT)
 {
+    c.s = at_sched_init(km, kn);
+    c.tm = c.tn = c.kt = c.t = 0;
+    c.more = KT > 0 && at_sched_next(c.s, c.tm, c.tn);
+}
+
+/* Issues the cursor's K tile and moves it on. */
+INLINE void at_produce(at_cursor &c, const at_tmap &tma_a, const at_tmap &tma_b,
+                       const at_saddr ring, const int kt0, const int KT)
+{
+    at_tma_issue(tma_a, tma_b, ring, c.tm * BM, c.tn * BN, kt0 + c.kt, c.t);
+    c.t++;
+    if (++c.kt == KT) {
+        c.kt = 0;
+        c.more = at_sched_next(c.s, c.tm, c.tn);
+    }
+}
+
+/* acc = one tile's KT K tiles from the TMA ring at `ring` (at_tma_init done), starting at ring
+ * position t (updated: the next tile starts where this one ends). Every position consumed is
+ * released once on its empty barrier: tile kt's after the MMAs of kt+1 were issued and kt's
+ * retired (wait_group 1), the last one after wait_group 0, so the next tile (PERSIST) finds
+ * its stages released. LOAD = 1: thread 0 also produces through the cursor c, STAGES - 1
+ * positions ahead (the first STAGES - 1 issued by the kernel before the first tile), into the
+ * next tile's K tiles when this one's are all issued; LOAD = 2: a producer warpgroup of its own
+ * does (the kernel). */
+INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
+                            const at_tmap &tma_b, const at_saddr ring, const int kt0,
+                            const int KT, const int tid, int &t
 #if LOAD == 1
-    if (tid == 0)
-        for (int t = 0; t < MIN(STAGES - 1, KT); ++t)
-            at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, t);
-#else
-    (void)tma_a, (void)tma_b, (void)bm, (void)bn, (void)kt0;
+                            ,
+                            at_cursor &c
+#endif
+)
+{
+#if LOAD != 1
+    (void)tma_a, (void)tma_b, (void)kt0;
 #endif
     const int m_wg = (tid / 128) * WG_ROWS;
     at_desc da[MT], db[NT];
@@ -433,18 +521,18 @@ INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
     for (int nt = 0; nt < NT; ++nt) db[nt] = AT_DESC_B(ring + A_BYTES, nt * WN, 0);
 
     AT_UNROLL(1)
-    for (int kt = 0; kt < KT; ++kt) {
-        at_mbar_wait(AT_FULL(ring, kt % STAGES), (kt / STAGES) & 1); /* tile kt has landed */
-        const unsigned so = (kt % STAGES) * (STAGE_BYTES / 16);
+    for (int kt = 0; kt < KT; ++kt, ++t) {
+        at_mbar_wait(AT_FULL(ring, t % STAGES), (t / STAGES) & 1); /* tile kt has landed */
+        const unsigned so = (t % STAGES) * (STAGE_BYTES / 16);
         at_tile_mma(acc, da, db, so, kt > 0);
         at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: release its stage */
-        if (kt > 0) at_mbar_arrive(AT_EMPTY(ring, (kt - 1) % STAGES));
+        if (kt > 0) at_mbar_arrive(AT_EMPTY(ring, (t - 1) % STAGES));
 #if LOAD == 1
-        if (tid == 0 && kt + STAGES - 1 < KT)
-            at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, kt + STAGES - 1);
+        if (tid == 0 && c.more && c.t < t + STAGES) at_produce(c, tma_a, tma_b, ring, kt0, KT);
 #endif
     }
     at_wgmma_wait<0>();
+    if (KT > 0) at_mbar_arrive(AT_EMPTY(ring, (t - 1) % STAGES));
 }
 #undef AT_TMA_A
 #undef AT_TMA_B
@@ -532,17 +620,11 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
     AT_DYN_SMEM(at_dsmem);
     const int tid = LOCAL_ID(0);
 #if SWAP
-    const int km = N, kn = M, klda = ldb, kldb = lda;
-    const unsigned short *ka = B, *kb = A;
+    const int km = N, kn = M;
 #else
-    const int km = M, kn = N, klda = lda, kldb = ldb;
-    const unsigned short *ka = A, *kb = B;
+    const int km = M, kn = N;
 #endif
-    int tm, tn;
-    at_block_tile(tm, tn);
-    const int bm = tm * BM, bn = tn * BN;
-
-    /* K tiles of this block: all, or its split's share */
+    /* K tiles of each of this block's tiles: all, or its split's share */
     const int KT_ALL = (K + BK - 1) / BK;
 #if SPLITK > 1
     const int KTS = (KT_ALL + SPLITK - 1) / SPLITK;
@@ -559,88 +641,116 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
     /* the ring, aligned to the 1024-byte swizzle atoms (the launch adds 1024 bytes for this) */
     const at_saddr ring = (at_smem_addr(at_dsmem) + 1023u) & ~1023u;
 
-    at_load_a la;
-    at_load_b lb;
-#if KTA
-    at_load_init(la, ka, klda, kt0 * BK, bm, K, km, tid);
-#else
-    at_load_init(la, ka, klda, bm, kt0 * BK, km, K, tid);
-#endif
-#if KTB
-    at_load_init(lb, kb, kldb, bn, kt0 * BK, kn, K, tid);
-#else
-    at_load_init(lb, kb, kldb, kt0 * BK, bn, K, kn, tid);
-#endif
-
-    /* Not zeroed: the first MMAs overwrite them (acc_in = 0). Zeroing them here makes ptxas
-     * serialize the wgmma pipeline (C7515) in many configurations. With no K tile at all (an
-     * empty split) they are never read. */
 #if LOAD >= 1
-    (void)vec;
-    (void)la;
-    (void)lb;
+    (void)vec; /* the operands are in the tensor maps */
     at_tma_init(ring, tid);
+    int t = 0; /* the consumers' ring position, carried across this block's tiles */
 #if LOAD == 2
-    /* warp specialization: the last warpgroup only loads, one thread issuing every tile once
-     * its stage is released, and gives its registers to the consumers; it leaves here, so
-     * none of the code after this branch has to fit its 40 registers */
+    /* warp specialization: the last warpgroup only loads, one thread issuing every K tile of
+     * every tile of the block once its stage is released, and gives its registers to the
+     * consumers; it leaves here, so none of the code after this branch has to fit its 40
+     * registers */
     if (tid >= CONSUMERS) {
         at_setmaxnreg_dec<40>();
-        if (tid == CONSUMERS)
-            for (int t = 0; t < KT; ++t) at_tma_issue(tma_a, tma_b, ring, bm, bn, kt0, t);
+        if (tid == CONSUMERS) {
+            at_cursor c;
+            at_cursor_init(c, km, kn, KT);
+            while (c.more) at_produce(c, tma_a, tma_b, ring, kt0, KT);
+        }
         return;
     }
     at_setmaxnreg_inc<232>(); /* 2 x 128 x 232 + 128 x 40 <= 64 K registers */
-#endif
-#endif
-    float acc[MT][NT][WN / 2];
-#if LOAD >= 1
-    at_mainloop_tma(acc, tma_a, tma_b, ring, bm, bn, kt0, KT, tid);
 #else
-    if (vec)
-        at_mainloop<true>(acc, la, lb, ring, KT, tid);
-    else
-        at_mainloop<false>(acc, la, lb, ring, KT, tid);
+    at_cursor c; /* thread 0's, STAGES - 1 ring positions ahead of the consumers */
+    at_cursor_init(c, km, kn, KT);
+    if (tid == 0)
+        while (c.more && c.t < STAGES - 1) at_produce(c, tma_a, tma_b, ring, kt0, KT);
 #endif
-    at_fence_acc(acc);
+#endif
 
-    const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;
+    int tm, tn;
+    for (at_sched s = at_sched_init(km, kn); at_sched_next(s, tm, tn);) {
+        const int bm = tm * BM, bn = tn * BN;
+        /* Not zeroed: the first MMAs overwrite them (acc_in = 0). Zeroing them here makes ptxas
+         * serialize the wgmma pipeline (C7515) in many configurations. With no K tile at all
+         * (an empty split) they are never read. */
+        float acc[MT][NT][WN / 2];
+#if LOAD >= 1
+        at_mainloop_tma(acc, tma_a, tma_b, ring, kt0, KT, tid, t
+#if LOAD == 1
+                        ,
+                        c
+#endif
+        );
+#else
+#if PERSIST
+        BARRIER(); /* every warpgroup retired the previous tile's MMAs: the ring may refill */
+#endif
+#if SWAP
+        const int klda = ldb, kldb = lda;
+        const unsigned short *ka = B, *kb = A;
+#else
+        const int klda = lda, kldb = ldb;
+        const unsigned short *ka = A, *kb = B;
+#endif
+        at_load_a la;
+        at_load_b lb;
+#if KTA
+        at_load_init(la, ka, klda, kt0 * BK, bm, K, km, tid);
+#else
+        at_load_init(la, ka, klda, bm, kt0 * BK, km, K, tid);
+#endif
+#if KTB
+        at_load_init(lb, kb, kldb, bn, kt0 * BK, kn, K, tid);
+#else
+        at_load_init(lb, kb, kldb, kt0 * BK, bn, K, kn, tid);
+#endif
+        if (vec)
+            at_mainloop<true>(acc, la, lb, ring, KT, tid);
+        else
+            at_mainloop<false>(acc, la, lb, ring, KT, tid);
+#endif
+        at_fence_acc(acc);
+
+        const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;
 #if SPLITK > 1
-    /* Add the partial tile into the workspace; the last split to arrive finishes the tile. */
-    const int tile = tn + tm * NUM_GROUPS(0);
-    float *part = ws + (idx_t)tile * (BM * BN);
-    int *count = (int *)(ws + (idx_t)NUM_GROUPS(0) * NUM_GROUPS(1) * (BM * BN)) + tile;
-    at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
-        if (KT == 0 || (KEDGE_M && bm + i >= km) || (KEDGE_N && bn + j >= kn)) return;
-        at_red_add(part + i * BN + j, acc[mt][nt][r]);
-        at_red_add(part + i * BN + j + 1, acc[mt][nt][r + 1]);
-    });
-    at_fence_device(); /* this thread's adds are visible device-wide before it counts in */
-    LOCAL int last;
+        /* Add the partial tile into the workspace; the last split to arrive finishes the tile
+         * (one tile per block: PERSIST excludes split-K). */
+        const int tile = tn + tm * NUM_GROUPS(0);
+        float *part = ws + (idx_t)tile * (BM * BN);
+        int *count = (int *)(ws + (idx_t)NUM_GROUPS(0) * NUM_GROUPS(1) * (BM * BN)) + tile;
+        at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
+            if (KT == 0 || (KEDGE_M && bm + i >= km) || (KEDGE_N && bn + j >= kn)) return;
+            at_red_add(part + i * BN + j, acc[mt][nt][r]);
+            at_red_add(part + i * BN + j + 1, acc[mt][nt][r + 1]);
+        });
+        at_fence_device(); /* this thread's adds are visible device-wide before it counts in */
+        LOCAL int last;
 #if LOAD == 2
 #define AT_EPI_BARRIER() at_bar_sync<1, CONSUMERS>() /* the producer has left */
 #else
 #define AT_EPI_BARRIER() BARRIER()
 #endif
-    AT_EPI_BARRIER();
-    if (tid == 0) last = at_count_in(count) == SPLITK - 1;
-    AT_EPI_BARRIER();
+        AT_EPI_BARRIER();
+        if (tid == 0) last = at_count_in(count) == SPLITK - 1;
+        AT_EPI_BARRIER();
 #undef AT_EPI_BARRIER
-    if (!last) return;
-    at_fence_device(); /* the other splits' adds are visible to the reads below */
-    at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
-        (void)mt;
-        (void)nt;
-        (void)r;
-        if ((KEDGE_M && bm + i >= km) || (KEDGE_N && bn + j >= kn)) return;
-        const float v0 = at_take(part + i * BN + j), v1 = at_take(part + i * BN + j + 1);
-        at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * v0, alpha * v1, beta, cvec);
-    });
-    if (tid == 0) at_count_reset(count);
+        if (!last) return;
+        at_fence_device(); /* the other splits' adds are visible to the reads below */
+        at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
+            (void)mt;
+            (void)nt;
+            (void)r;
+            if ((KEDGE_M && bm + i >= km) || (KEDGE_N && bn + j >= kn)) return;
+            const float v0 = at_take(part + i * BN + j), v1 = at_take(part + i * BN + j + 1);
+            at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * v0, alpha * v1, beta, cvec);
+        });
+        if (tid == 0) at_count_reset(count);
 #else
-    at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
-        at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * acc[mt][nt][r],
-                      alpha * acc[mt][nt][r + 1], beta, cvec);
-    });
+        at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
+            at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * acc[mt][nt][r],
+                          alpha * acc[mt][nt][r + 1], beta, cvec);
+        });
 #endif
+    }
 }

@@ -1,8 +1,9 @@
 /* test_cuda_gemm.c — the portable GEMM template compiles with NVRTC for real CUDA targets
  * without a GPU (a spread of its space per target, every layout and edge pattern), candidates
  * are rejected by their compiler-reported resources, and gemm_wgmma's TMA configurations (LOAD 1,
- * 2) get the tensor maps the emulator's kernels run on and compile. Without NVRTC the rest runs
- * and the program exits 77 (ctest: skipped). */
+ * 2) get the tensor maps the emulator's kernels run on and compile, as do the split-K and
+ * persistent parts of the tensor-core spaces. Without NVRTC the rest runs and the program exits
+ * 77 (ctest: skipped). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -122,9 +123,13 @@ static void compile_fits(const bound *b, const int64_t *cfg, const char *what)
  * `param2` at least `min2`, when given), spread through that part of the space for the
  * problem, with NVRTC for arch; every one must compile and fit (no spill, no serialized
  * wgmma). */
+/* Checks config i's launch geometry and workspace (what its part of the space promises). */
+typedef void (*launch_check)(const bound *b, size_t i, const size_t g[3], const size_t l[3],
+                             size_t ws);
+
 static void compile_where(const char *tname, const char *arch, at_dtype dtype, at_layout layout,
                           int64_t m, int64_t n, int64_t k, const char *param, int64_t min,
-                          const char *param2, int64_t min2, size_t count)
+                          const char *param2, int64_t min2, launch_check check, size_t count)
 {
     bound b;
     bind_open(&b, tname, arch, dtype, layout, m, n, k);
@@ -141,13 +146,11 @@ static void compile_where(const char *tname, const char *arch, at_dtype dtype, a
     for (size_t c = 0; c < count; c++) {
         const size_t i = pick[c * npick / count];
         const int64_t *cfg = b.cfgs + i * s->nparams;
-        if (strcmp(param, "SPLITK") == 0) {
+        if (check) {
             size_t g[3], l[3], ws = 0, shared = 0;
             assert_int_equal(at_space_launch(s, cfg, g, l), AT_OK);
             assert_int_equal(at_space_memory(s, cfg, &shared, &ws), AT_OK);
-            assert_int_equal(g[2], (size_t)value_of(&b, i, "SPLITK")); /* grid z = SPLITK */
-            assert_int_equal(l[2], 1);
-            assert_true(ws > 0);
+            check(&b, i, g, l, ws);
         }
         compile_fits(&b, cfg, arch);
     }
@@ -155,10 +158,19 @@ static void compile_where(const char *tname, const char *arch, at_dtype dtype, a
     bind_close(&b);
 }
 
+/* split-K: grid z = SPLITK, blocks of depth 1, a workspace */
+static void check_splitk(const bound *b, size_t i, const size_t g[3], const size_t l[3], size_t ws)
+{
+    assert_int_equal(g[2], (size_t)value_of(b, i, "SPLITK"));
+    assert_int_equal(l[2], 1);
+    assert_true(ws > 0);
+}
+
 static void compile_splitk(const char *arch, at_dtype dtype, at_layout layout, int64_t m, int64_t n,
                            int64_t k, size_t count)
 {
-    compile_where("gemm_mma", arch, dtype, layout, m, n, k, "SPLITK", 2, NULL, 0, count);
+    compile_where("gemm_mma", arch, dtype, layout, m, n, k, "SPLITK", 2, NULL, 0, check_splitk,
+                  count);
 }
 
 /* Split-K configs for the small-m and large-k LLM shapes and edge shapes (K not a multiple of
@@ -355,11 +367,11 @@ static void test_tma_compiles(void **state)
     (void)state;
     AT_TEST_NEED(g_no_nvrtc);
     compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 4096, 4096, 4096, "LOAD", 1,
-                  NULL, 0, 2);
+                  NULL, 0, NULL, 2);
     compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 4096, 4096, 4096, "LOAD", 2,
-                  NULL, 0, 2);
+                  NULL, 0, NULL, 2);
     compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_F16, AT_LAYOUT_NT, 16, 4096, 512, "LOAD", 2,
-                  "SWAP", 1, 1);
+                  "SWAP", 1, NULL, 1);
     /* the defaults that put the loaders first in every tuning run (8192^3: GROUP_M 8 valid) */
     bound b;
     bind_open(&b, "gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 8192, 8192, 8192);
@@ -375,7 +387,7 @@ static void test_tma_compiles(void **state)
         if (!at_space_valid(s, cfg, why, sizeof why)) fail_msg("a TMA default: %s", why);
         compile_fits(&b, cfg, "default");
     }
-    assert_int_equal(ntma, 3);
+    assert_int_equal(ntma, 4);
     bind_close(&b);
 }
 
@@ -428,6 +440,29 @@ static void test_resource_rules(void **state)
     assert_true(at_resources_fit(&opencl, &heavy, 1024, why, sizeof why));
 }
 
+/* persistent (PERSIST): one row of min(tiles, SMs) blocks (132 SMs for a compile-only sm_90a
+ * target), more tiles than blocks, no split-K and no workspace */
+static void check_persist(const bound *b, size_t i, const size_t g[3], const size_t l[3], size_t ws)
+{
+    assert_true(value_of(b, i, "TILES") > 132);
+    assert_int_equal(g[0], 132 * l[0]);
+    assert_int_equal(g[1], 1);
+    assert_int_equal(g[2], 1);
+    assert_int_equal(ws, 0);
+}
+
+/* Persistent configs of gemm_wgmma compile for sm_90a with no spill and no C7515 and launch
+ * one wave: grids of more than one wave, without and with every edge. */
+static void test_persistent_compiles(void **state)
+{
+    (void)state;
+    AT_TEST_NEED(g_no_nvrtc);
+    compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 8192, 8192, 8192, "PERSIST",
+                  1, NULL, 0, check_persist, 2);
+    compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_F16, AT_LAYOUT_TT, 4000, 3999, 777, "PERSIST", 1,
+                  NULL, 0, check_persist, 1);
+}
+
 int main(void)
 {
     at_test_have_compiler(&at_cuda_backend, "sm_80", g_no_nvrtc, sizeof g_no_nvrtc);
@@ -438,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_splitk_compiles),
         cmocka_unit_test(test_tma_maps),
         cmocka_unit_test(test_tma_compiles),
+        cmocka_unit_test(test_persistent_compiles),
     };
     return at_test_exit(cmocka_run_group_tests(tests, NULL, NULL), g_no_nvrtc);
 }

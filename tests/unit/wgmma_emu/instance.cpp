@@ -1,6 +1,7 @@
 /* instance.cpp — one configuration of templates/gemm/gemm_wgmma.cu (tuning parameters and TA/TB
  * given as -D by tests/CMakeLists.txt) compiled for the host emulator, registered with the
- * test under a name made of its parameters. */
+ * test under a name made of its parameters. Blocks run one after another, each with all its
+ * threads; a persistent kernel's (PERSIST) grid is min(tiles, a.sms) blocks. */
 #include "emu.h"
 #include "registry.h"
 
@@ -14,7 +15,9 @@ namespace
 void run(const at_emu_args &a)
 {
     const int km = SWAP ? a.n : a.m, kn = SWAP ? a.m : a.n; /* the kernel's view (SWAP) */
-    const int groups[3] = {(kn + BN - 1) / BN, (km + BM - 1) / BM, SPLITK};
+    const int gx = (kn + BN - 1) / BN, gy = (km + BM - 1) / BM;
+    /* PERSIST: one dimension of min(tiles, SMs) blocks, as the space's launch says */
+    const int groups[3] = {PERSIST ? std::min(gx * gy, a.sms) : gx, PERSIST ? 1 : gy, SPLITK};
     std::barrier<> bar(THREADS);
     at_emu::block b;
     /* the launch's bytes (the ring, its alignment, LOAD's barriers), + 16 static */
@@ -67,8 +70,8 @@ void run(const at_emu_args &a)
     for (std::thread &t : threads) t.join();
 }
 
-const at_emu_kernel self = {BM, BN, BK, WN,      WGS,  STAGES, SPLITK,
-                            TA, TB, DT, GROUP_M, SWAP, LOAD,   run};
+const at_emu_kernel self = {BM, BN, BK,      WN,   WGS,  STAGES,  SPLITK, TA,
+                            TB, DT, GROUP_M, SWAP, LOAD, PERSIST, run};
 const bool registered = at_emu_register(&self);
 
 } // namespace

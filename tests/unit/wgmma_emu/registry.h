@@ -13,10 +13,11 @@ struct at_emu_args {
     unsigned short *C;
     int ldc;
     float *ws; /* zeroed split-K workspace, or nullptr */
+    int sms;   /* a persistent kernel's grid: min(tiles, sms) blocks */
 };
 
 struct at_emu_kernel {
-    int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt, group_m, swap, load;
+    int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt, group_m, swap, load, persist;
     void (*run)(const at_emu_args &);
 };
 

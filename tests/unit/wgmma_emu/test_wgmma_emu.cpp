@@ -2,8 +2,9 @@
  * uses (emu.h) and compares with a double-precision reference: several configurations, all
  * four layouts, sizes with and without edges, misaligned operands, beta = 0 with a NaN-filled
  * C, split-K with its workspace left zero, the grouped block order (GROUP_M) on grids of
- * many tile rows, the swapped operands (SWAP) with small tiles on small m, and the TMA ring
- * (LOAD = 1) with the tensor maps the host would build. What it checks is
+ * many tile rows, the swapped operands (SWAP) with small tiles on small m, the TMA ring
+ * (LOAD = 1, 2) with the tensor maps the host would build, and persistent grids (PERSIST) of
+ * 1 to 5 blocks taking several tiles each, the last wave partial. What it checks is
  * the kernel's own index math (staging, swizzle, descriptors, fragment layout, pipeline order,
  * epilogue) against the ISA's rules as modelled here; it cannot check the model itself, which only
  * a GPU run does. */
@@ -45,6 +46,7 @@ struct problem {
     int m, n, k;
     int pad_a, pad_b, pad_c; /* extra leading-dimension elements (misalignment when odd) */
     float alpha, beta;
+    int sms = 3; /* a persistent kernel's grid: at most this many blocks */
 };
 
 /* Runs kn on p (in its element type) in both emulation modes; returns the failures. */
@@ -52,7 +54,12 @@ static int check(const at_emu_kernel *kn, const problem &p)
 {
     const int dt = kn->dt;
     const int ta = kn->ta, tb = kn->tb;
-    const int lda = (ta ? p.m : p.k) + p.pad_a, ldb = (tb ? p.k : p.n) + p.pad_b,
+    /* TMA needs 16-byte rows: a misaligned operand (an odd pad) gets a cp.async config from the
+     * host, and is skipped below; the other problems' rows are padded to 8 elements, so the TMA
+     * instances see every edge too */
+    const int tma_pad = kn->load && p.pad_a % 2 == 0 && p.pad_b % 2 == 0;
+    const int lda0 = (ta ? p.m : p.k) + p.pad_a, ldb0 = (tb ? p.k : p.n) + p.pad_b;
+    const int lda = tma_pad ? (lda0 + 7) / 8 * 8 : lda0, ldb = tma_pad ? (ldb0 + 7) / 8 * 8 : ldb0,
               ldc = p.n + p.pad_c;
     std::vector<unsigned short> A((size_t)(ta ? p.k : p.m) * lda + 8),
         B((size_t)(tb ? p.n : p.k) * ldb + 8), C0((size_t)p.m * ldc + 8);
@@ -80,15 +87,15 @@ static int check(const at_emu_kernel *kn, const problem &p)
             bound[(size_t)i * p.n + j] = std::fabs(p.alpha) * sa + std::fabs(p.beta * c0) + 1e-30;
         }
     int bad = 0;
-    /* TMA needs 16-byte rows: a misaligned operand gets a cp.async config from the host */
     if (kn->load && (lda % 8 || ldb % 8)) return 0;
     for (int mode = 0; mode < 2; mode++) {
         at_emu::copy_at_issue = mode == 1;
         at_emu::errors = 0;
         std::vector<unsigned short> C = C0;
         std::vector<float> ws(kn->splitk > 1 ? tiles * (kn->bm * kn->bn + 1) : 0, 0.0f);
-        at_emu_args a = {p.m, p.n,      p.k, p.alpha,  p.beta, A.data(),
-                         lda, B.data(), ldb, C.data(), ldc,    ws.empty() ? nullptr : ws.data()};
+        at_emu_args a = {p.m,  p.n,      p.k, p.alpha,  p.beta, A.data(),
+                         lda,  B.data(), ldb, C.data(), ldc,    ws.empty() ? nullptr : ws.data(),
+                         p.sms};
         kn->run(a);
         double worst = 0.0;
         for (int i = 0; i < p.m; i++)
@@ -105,16 +112,17 @@ static int check(const at_emu_kernel *kn, const problem &p)
         for (float w : ws)
             if (w != 0.0f) worst = INFINITY;
         if (!(worst <= tol) || at_emu::errors) {
-            fprintf(
-                stderr,
-                "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d GROUP_M%d SWAP%d LOAD%d %s%s %s m%d "
-                "n%d k%d pads %d/%d/%d beta %g, %s: max rel error %g (tol %g), %d emulator "
-                "errors\n",
-                kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, kn->group_m,
-                kn->swap, kn->load, ta ? "t" : "n", tb ? "t" : "n", dt ? "bf16" : "f16", p.m, p.n,
-                p.k, p.pad_a, p.pad_b, p.pad_c, (double)p.beta,
-                mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
-                tol, at_emu::errors);
+            fprintf(stderr,
+                    "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d GROUP_M%d SWAP%d LOAD%d "
+                    "PERSIST%d %s%s "
+                    "%s m%d n%d k%d pads %d/%d/%d beta %g, SMs %d, %s: max rel error %g (tol %g), "
+                    "%d emulator errors\n",
+                    kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, kn->group_m,
+                    kn->swap, kn->load, kn->persist, ta ? "t" : "n", tb ? "t" : "n",
+                    dt ? "bf16" : "f16", p.m, p.n, p.k, p.pad_a, p.pad_b, p.pad_c, (double)p.beta,
+                    kn->persist ? p.sms : 0,
+                    mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
+                    tol, at_emu::errors);
             bad++;
         }
     }
@@ -133,12 +141,15 @@ static void test_every_instance(void **state)
             {bm + 17, bn / 2 + 5, 3 * bk + 7, 0, 0, 0, 0.5f, -1.25f}, /* every edge */
             {1, 1, 1, 0, 0, 0, 1.0f, 1.0f},                           /* tiny */
             {bm / 2 + 3, bn + 9, bk / 2 + 1, 1, 3, 1, 1.0f, 0.5f},    /* misaligned */
-            {97, 89, 83, 0, 0, 0, 1.0f, 0.0f},                        /* primes */
-            {9 * bm + 5, bn + 7, bk + 3, 0, 0, 0, 1.0f, 0.0f}, /* tall: 10 x 2 tiles, bands */
-            {5, 3 * bn + 1, 3 * bk + 1, 0, 0, 0, 1.0f, 0.0f},  /* short and wide */
-            {16, 2 * bn, 4 * bk, 0, 0, 0, 1.0f, 0.0f},         /* decode-like: small m */
-            {7, 3 * bm + 5, 2 * bk + 9, 0, 0, 0, 1.0f, 0.0f},  /* small m, long n (SWAP) */
-            {33, 2 * bm, 3 * bk, 2, 0, 1, 2.0f, 0.75f},        /* ... with beta, ldc odd */
+            {97, 89, 83, 0, 0, 0, 1.0f, 0.0f, 2},                     /* primes */
+            {9 * bm + 5, bn + 7, bk + 3, 0, 0, 0, 1.0f, 0.0f},   /* tall: 10 x 2 tiles, bands */
+            {5, 3 * bn + 1, 3 * bk + 1, 0, 0, 0, 1.0f, 0.0f, 1}, /* short and wide; 1 block */
+            /* 3 x 4 tiles of one K tile each: the ring runs several tiles ahead (persistent
+             * grid of 5: waves of 5, 5 and 2 tiles); rows 16-byte multiples for TMA */
+            {2 * bm + 8, 3 * bn + 8, bk - 8, 0, 0, 0, 1.0f, 0.5f, 5},
+            {16, 2 * bn, 4 * bk, 0, 0, 0, 1.0f, 0.0f},        /* decode-like: small m */
+            {7, 3 * bm + 5, 2 * bk + 9, 0, 0, 0, 1.0f, 0.0f}, /* small m, long n (SWAP) */
+            {33, 2 * bm, 3 * bk, 2, 0, 1, 2.0f, 0.75f},       /* ... with beta, ldc odd */
         };
         for (const problem &p : ps) {
             bad += check(kn, p);
