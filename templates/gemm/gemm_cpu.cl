@@ -4,13 +4,13 @@
  *   C = alpha * op(A) * op(B) + beta * C        all matrices row-major (layouts as in gemm.cl)
  *
  * Shaped like OpenBLAS's and BLIS's AVX-512 sgemm rather than like a GPU kernel. A work-item
- * owns an MB x NB block of C (MB = RS * MT rows, NB = NV * VW columns) and walks K in blocks of
- * KC. For each K block it copies the KC x NB panel of op(B) into a contiguous private array
- * (PB; transposing it when B is stored N x K) and, when A is stored K x M, the KC x MB panel of
- * op(A) (PA); then for each of its MT row strips it runs the micro-kernel: an RS x NV register
- * tile of VW-wide vectors (RS * NV accumulators: 14 x 2 or 6 x 4 zmm of 16 floats fill AVX-512's
- * 32 registers), one broadcast of A and NV vector loads of B per k-step, UK k-steps per loop
- * iteration. No barrier and no local memory: PoCL compiles the work-item as straight-line
+ * owns an MB x NC block of C (MB = RS * MT rows, NC = NT column strips of NB = NV * VW) and
+ * walks K in blocks of KC. For each K block it copies the KC x MB panel of op(A) into a
+ * contiguous private array (PA); then for each of its NT column strips the KC x NB panel of
+ * op(B) (PB; transposing it when B is stored N x K), and for each of its MT row strips it runs
+ * the micro-kernel: an RS x NV register tile of VW-wide vectors (RS * NV accumulators: 14 x 2
+ * or 6 x 4 zmm of 16 floats fill AVX-512's 32 registers), one broadcast of A and NV vector loads
+ * of B per k-step, UK k-steps per loop iteration. No barrier and no local memory: PoCL compiles the work-item as straight-line
  * vector code and runs one work-item per work-group.
  *
  * Packing turns the per-k-step jumps of ldb (one 4-KiB page per k-step at n = 1024, which the
@@ -23,6 +23,9 @@
  *   VW      vector width in floats (8: AVX2 ymm, 16: AVX-512 zmm)
  *   RS, NV  micro-tile: RS rows x NV vectors (accumulators RS * NV, kept in registers)
  *   MT      row strips per work-item (MB = RS * MT rows share one packed B panel)
+ *   NT      column strips per work-item (NC = NB * NT columns share one packed A panel: with
+ *           NT = 1 every work-item of a block row packs the A panel again, N / NB times over a
+ *           K block; NT > 1 needs PA)
  *   KC      K block: the packed panels hold KC k-steps
  *   PA, PB  1: pack the op(A) / op(B) panel per K block; 0: read it in place (PA needs ta = 1
  *           to be a contiguous copy; PB = 0 needs tb = 0)
@@ -40,8 +43,9 @@
 
 #include "gemm_problem.h"
 
-#define NB (DOT ? NV : NV * VW) /* columns of C per work-item */
-#define MB (RS * MT) /* rows of C per work-item */
+#define NB (DOT ? NV : NV * VW) /* columns of C per packed B panel (a column strip) */
+#define NC (NB * NT)             /* columns of C per work-item: NT column strips */
+#define MB (RS * MT)             /* rows of C per work-item */
 
 typedef VTYPE(VW) floatv;
 
@@ -143,7 +147,7 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
 {
     const int gx = GROUP_ID(0), gy = GROUP_ID(1);
     const int row0 = (GM ? gx : gy) * MB; /* origin of the work-item's block in C */
-    const int col0 = (GM ? gy : gx) * NB;
+    const int colw = (GM ? gy : gx) * NC;
 
 #if PB
     float Bp[KC * NB];
@@ -154,6 +158,7 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
 
 #if DOT
     /* ---- dot products along K (ta = 0, tb = 1) --------------------------------------------- */
+    const int col0 = colw; /* NT == 1 */
     AT_UNROLL(1)
     for (int mt = 0; mt < MT; ++mt) {
         const int r0 = row0 + mt * RS;
@@ -217,106 +222,114 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
     AT_UNROLL(1)
     for (int k0 = 0; k0 < K; k0 += KC) {
         const int kb = (EDGE_K && K - k0 < KC) ? K - k0 : KC;
-#if PB
-        pack_b(Bp, B, ldb, N, k0, kb, col0);
-#endif
 #if PA
         pack_a(Ap, A, lda, M, k0, kb, row0);
 #endif
+        /* the NT column strips share the packed A panel; each packs its own B panel, which the
+         * MT row strips share */
         AT_UNROLL(1)
-        for (int mt = 0; mt < MT; ++mt) {
-            const int r0 = row0 + mt * RS; /* the strip's first row */
-            if (EDGE_M && r0 >= M)
+        for (int nt = 0; nt < NT; ++nt) {
+            const int col0 = colw + nt * NB;
+            if (EDGE_N && col0 >= N)
                 break;
-
-            /* where row r of op(A) is read at k-step p: ap[aoff[r]], ap advancing by astep;
-             * loop-invariant 64-bit offsets, so each read is one base + index * 4 address */
-            long aoff[RS];
-            AT_UNROLL(RS)
-            for (int r = 0; r < RS; ++r) {
-#if PA
-                aoff[r] = TA ? mt * RS + r : (mt * RS + r) * KC;
-#else
-                const int row = EDGE_M ? MIN(r0 + r, M - 1) : r0 + r;
-                aoff[r] = TA ? (long)row : (long)row * lda;
-#endif
-            }
-#if PA
-            const float *ap = Ap;
-            const long astep = TA ? MB : 1;
-#else
-            GLOBAL const float *RESTRICT ap = A + (TA ? (idx_t)k0 * lda : (idx_t)k0);
-            const long astep = TA ? (long)lda : 1;
-#endif
 #if PB
-            const float *bp = Bp;
-            const long bstep = NB;
-#else
-            GLOBAL const float *RESTRICT bp = B + (idx_t)k0 * ldb + col0;
-            const long bstep = ldb;
+            pack_b(Bp, B, ldb, N, k0, kb, col0);
 #endif
+            AT_UNROLL(1)
+            for (int mt = 0; mt < MT; ++mt) {
+                const int r0 = row0 + mt * RS; /* the strip's first row */
+                if (EDGE_M && r0 >= M)
+                    break;
 
-            floatv acc[RS][NV];
-            AT_UNROLL(RS)
-            for (int r = 0; r < RS; ++r) {
-                AT_UNROLL(NV)
-                for (int v = 0; v < NV; ++v)
-                    acc[r][v] = VBCAST(VW, 0.0f);
-            }
-
-            /* the micro-kernel: RS broadcasts, NV vector loads, RS * NV FMAs per k-step */
-            AT_UNROLL(UK)
-            for (int p = 0; p < kb; ++p) {
-                floatv b[NV];
-                AT_UNROLL(NV)
-                for (int v = 0; v < NV; ++v) {
-#if PB || !EDGE_N
-                    b[v] = VLOAD(VW, 0, bp + v * VW);
-#else
-                    const int avail = N - (col0 + v * VW);
-                    float t[VW];
-                    AT_UNROLL(VW)
-                    for (int l = 0; l < VW; ++l)
-                        t[l] = l < avail ? bp[v * VW + l] : 0.0f;
-                    b[v] = VLOAD(VW, 0, t);
-#endif
-                }
+                /* where row r of op(A) is read at k-step p: ap[aoff[r]], ap advancing by astep;
+                 * loop-invariant 64-bit offsets, so each read is one base + index * 4 address */
+                long aoff[RS];
                 AT_UNROLL(RS)
                 for (int r = 0; r < RS; ++r) {
-                    const floatv a = VBCAST(VW, ap[aoff[r]]);
+#if PA
+                    aoff[r] = TA ? mt * RS + r : (mt * RS + r) * KC;
+#else
+                    const int row = EDGE_M ? MIN(r0 + r, M - 1) : r0 + r;
+                    aoff[r] = TA ? (long)row : (long)row * lda;
+#endif
+                }
+#if PA
+                const float *ap = Ap;
+                const long astep = TA ? MB : 1;
+#else
+                GLOBAL const float *RESTRICT ap = A + (TA ? (idx_t)k0 * lda : (idx_t)k0);
+                const long astep = TA ? (long)lda : 1;
+#endif
+#if PB
+                const float *bp = Bp;
+                const long bstep = NB;
+#else
+                GLOBAL const float *RESTRICT bp = B + (idx_t)k0 * ldb + col0;
+                const long bstep = ldb;
+#endif
+
+                floatv acc[RS][NV];
+                AT_UNROLL(RS)
+                for (int r = 0; r < RS; ++r) {
                     AT_UNROLL(NV)
                     for (int v = 0; v < NV; ++v)
-                        acc[r][v] = VFMA(a, b[v], acc[r][v]);
+                        acc[r][v] = VBCAST(VW, 0.0f);
                 }
-                ap += astep;
-                bp += bstep;
-            }
 
-            /* the strip's partial sums into C: the first K block writes alpha * acc + beta * C,
-             * the later ones add alpha * acc */
-            AT_UNROLL(RS)
-            for (int r = 0; r < RS; ++r) {
-                const int row = r0 + r;
-                if (EDGE_M && row >= M)
-                    break;
-                AT_UNROLL(NV)
-                for (int v = 0; v < NV; ++v) {
-                    const int col = col0 + v * VW;
-                    const int avail = EDGE_N ? N - col : VW;
-                    if (avail <= 0)
-                        break;
-                    GLOBAL float *dst = C + (idx_t)row * ldc + col;
-                    floatv o = VBCAST(VW, alpha) * acc[r][v];
-                    const float add = k0 > 0 ? 1.0f : beta; /* weight of what C holds */
-                    if (avail >= VW) {
-                        if (add != 0.0f)
-                            o = VFMA(VBCAST(VW, add), VLOAD(VW, 0, dst), o);
-                        VSTORE(VW, o, 0, dst);
-                    } else {
+                /* the micro-kernel: RS broadcasts, NV vector loads, RS * NV FMAs per k-step */
+                AT_UNROLL(UK)
+                for (int p = 0; p < kb; ++p) {
+                    floatv b[NV];
+                    AT_UNROLL(NV)
+                    for (int v = 0; v < NV; ++v) {
+#if PB || !EDGE_N
+                        b[v] = VLOAD(VW, 0, bp + v * VW);
+#else
+                        const int avail = N - (col0 + v * VW);
                         float t[VW];
-                        VSTORE(VW, o, 0, t);
-                        for (int l = 0; l < avail; ++l)
-                            dst[l] = add != 0.0f ? VFMA(add, dst[l], t[l]) : t[l];
+                        AT_UNROLL(VW)
+                        for (int l = 0; l < VW; ++l)
+                            t[l] = l < avail ? bp[v * VW + l] : 0.0f;
+                        b[v] = VLOAD(VW, 0, t);
+#endif
+                    }
+                    AT_UNROLL(RS)
+                    for (int r = 0; r < RS; ++r) {
+                        const floatv a = VBCAST(VW, ap[aoff[r]]);
+                        AT_UNROLL(NV)
+                        for (int v = 0; v < NV; ++v)
+                            acc[r][v] = VFMA(a, b[v], acc[r][v]);
+                    }
+                    ap += astep;
+                    bp += bstep;
+                }
+
+                /* the strip's partial sums into C: the first K block writes alpha * acc + beta * C,
+                 * the later ones add alpha * acc */
+                AT_UNROLL(RS)
+                for (int r = 0; r < RS; ++r) {
+                    const int row = r0 + r;
+                    if (EDGE_M && row >= M)
+                        break;
+                    AT_UNROLL(NV)
+                    for (int v = 0; v < NV; ++v) {
+                        const int col = col0 + v * VW;
+                        const int avail = EDGE_N ? N - col : VW;
+                        if (avail <= 0)
+                            break;
+                        GLOBAL float *dst = C + (idx_t)row * ldc + col;
+                        floatv o = VBCAST(VW, alpha) * acc[r][v];
+                        const float add = k0 > 0 ? 1.0f : beta; /* weight of what C holds */
+                        if (avail >= VW) {
+                            if (add != 0.0f)
+                                o = VFMA(VBCAST(VW, add), VLOAD(VW, 0, dst), o);
+                            VSTORE(VW, o, 0, dst);
+                        } else {
+                            float t[VW];
+                            VSTORE(VW, o, 0, t);
+                            for (int l = 0; l < avail; ++l)
+                                dst[l] = add != 0.0f ? VFMA(add, dst[l], t[l]) : t[l];
+                        }
                     }
                 }
             }
