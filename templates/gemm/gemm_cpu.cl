@@ -51,29 +51,78 @@ typedef VTYPE(VW) floatv;
 
 /* ---- packing --------------------------------------------------------------------------------- */
 
+/* TRANSPOSE(r): r[i][j] <- r[j][i] for a VW x VW block in VW vectors, in log2(VW) stages; the
+ * stage of distance d swaps bit d of the row and of the lane index: rows i and i + d (i & d = 0)
+ * exchange their off-diagonal d-lane blocks (lo: lane e from row i when e & d = 0, else lane
+ * e - d of row i + d; hi: lane e + d of row i, else lane e of row i + d). Constant shuffles:
+ * vpermt2ps / vshufps / vunpck on AVX-512, no memory. */
+#define TR_STAGE(r, d)                                                                           \
+    AT_UNROLL(VW)                                                                                \
+    for (int i = 0; i < VW; ++i)                                                                 \
+        if (!(i & d)) {                                                                          \
+            const floatv lo = r[i], hi = r[i + d];                                               \
+            r[i] = __builtin_shufflevector(lo, hi, TR_LO##d);                                    \
+            r[i + d] = __builtin_shufflevector(lo, hi, TR_HI##d);                                \
+        }
+#if VW == 16
+#define TR_LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define TR_HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define TR_LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define TR_HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define TR_LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define TR_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define TR_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define TR_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+#define TRANSPOSE(r)                                                                             \
+    do {                                                                                         \
+        TR_STAGE(r, 8) TR_STAGE(r, 4) TR_STAGE(r, 2) TR_STAGE(r, 1)                              \
+    } while (0)
+#elif VW == 8
+#define TR_LO4 0, 1, 2, 3, 8, 9, 10, 11
+#define TR_HI4 4, 5, 6, 7, 12, 13, 14, 15
+#define TR_LO2 0, 1, 8, 9, 4, 5, 12, 13
+#define TR_HI2 2, 3, 10, 11, 6, 7, 14, 15
+#define TR_LO1 0, 8, 2, 10, 4, 12, 6, 14
+#define TR_HI1 1, 9, 3, 11, 5, 13, 7, 15
+#define TRANSPOSE(r)                                                                             \
+    do {                                                                                         \
+        TR_STAGE(r, 4) TR_STAGE(r, 2) TR_STAGE(r, 1)                                             \
+    } while (0)
+#endif
+
 /* Bp[p * NB + j] = op(B)(k0 + p, col0 + j) for p < kb, j < NB; columns past N are zero. */
 INLINE void pack_b(float *Bp, GLOBAL const float *RESTRICT B, const int ldb, const int N,
                    const int k0, const int kb, const int col0)
 {
 #if TB
-    /* B stored N x K: each column of op(B) is contiguous along K; read VW k-steps at a time and
-     * scatter them down the panel (a transpose) */
+    /* B stored N x K: each column of op(B) is contiguous along K. Per VW columns and VW k-steps:
+     * VW vector loads along K, a VW x VW transpose in registers, VW vector stores along the
+     * panel's rows (scalar stores were one store per element: a third of the micro-kernel's
+     * time at 2048^3). Columns past N repeat the last column: they only feed columns of C that
+     * are never stored. */
     AT_UNROLL(1)
-    for (int j = 0; j < NB; ++j) {
-        const int col = EDGE_N ? MIN(col0 + j, N - 1) : col0 + j;
-        const float keep = (EDGE_N && col0 + j >= N) ? 0.0f : 1.0f;
-        GLOBAL const float *RESTRICT src = B + (idx_t)col * ldb + k0;
+    for (int j0 = 0; j0 < NB; j0 += VW) {
+        long off[VW];
+        AT_UNROLL(VW)
+        for (int c = 0; c < VW; ++c)
+            off[c] = (long)(EDGE_N ? MIN(col0 + j0 + c, N - 1) : col0 + j0 + c) * ldb + k0;
         int p = 0;
         AT_UNROLL(1)
         for (; p + VW <= kb; p += VW) {
-            float t[VW];
-            VSTORE(VW, VLOAD(VW, 0, src + p), 0, t);
+            floatv r[VW];
+            AT_UNROLL(VW)
+            for (int c = 0; c < VW; ++c)
+                r[c] = VLOAD(VW, 0, B + off[c] + p);
+            TRANSPOSE(r);
             AT_UNROLL(VW)
             for (int l = 0; l < VW; ++l)
-                Bp[(p + l) * NB + j] = keep * t[l];
+                VSTORE(VW, r[l], 0, Bp + (p + l) * NB + j0);
         }
-        for (; p < kb; ++p)
-            Bp[p * NB + j] = keep * src[p];
+        for (; p < kb; ++p) {
+            AT_UNROLL(VW)
+            for (int c = 0; c < VW; ++c)
+                Bp[p * NB + j0 + c] = B[off[c] + p];
+        }
     }
 #else
     AT_UNROLL(1)
