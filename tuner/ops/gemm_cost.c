@@ -105,7 +105,7 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     if (live > regs) loads += (live - regs); /* accumulators spilled: a load and store each */
     if (!c->pa && !c->ta && rs > 10) loads += (rs - 10) / 2; /* row pointers past the GPRs */
     double step = fmax(fmax(fma, loads), 4.0); /* each accumulator: one FMA per step */
-    step += 1.0 / (double)c->uk;               /* loop overhead */
+    step += 0.25 / (double)c->uk;              /* loop overhead (mostly on other ports) */
 
     /* In-place (unpacked) operands: a strided walk costs a cache line, and from 4 KiB strides a
      * page, per k-step; power-of-two row strides put the RS rows of A in one L1 set. */
@@ -115,17 +115,19 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     if (!c->pa && !c->ta && fmod(lda * 4, 4096) == 0 && rs > 8) step += rs - 8;
 
     /* Packing, per K block of a work-item: the A panel (KC x MB copies) once, and for each of
-     * its NT column strips the B panel (KC x NB; a transpose when tb: one store per element),
-     * over the k-steps of its MT x NT strips inside M and N. An operand larger than the L2 is
-     * read from farther out: FAR cycles a cache line (~8 bytes a cycle from L3 or memory on a
-     * strided walk), and a new page per panel row when its rows are 4 KiB or more apart. That
+     * its NT column strips the B panel (KC x NB; when tb a transpose of VW x VW blocks in
+     * registers: log2(VW) shuffles per vector), over the k-steps of its MT x NT strips inside M
+     * and N. An operand larger than the L2 is read from farther out: FAR cycles a cache line
+     * (~32 bytes a cycle from L3 with the template's software prefetch; 8 cycles overrated the
+     * cost against the measurements), and a new page per panel row when its rows are 4 KiB or
+     * more apart. That
      * traffic is what MB (B panels packed M / MB times) and NC = NB * NT (A panels N / NC
      * times) divide. */
-    const double far = 8, kb = fmin(kc, k);
+    const double far = 2, kb = fmin(kc, k);
     const int a_far = (double)c->m * k * 4 > l2, b_far = k * (double)c->n * 4 > l2;
     double pack_a = 0, pack_b = 0;
     if (c->pb) {
-        pack_b = kb * nb * (c->tb ? 1.0 : 2.0 / vw);
+        pack_b = kb * nb * (2.0 + (c->tb ? log2(vw) : 0)) / vw;
         if (b_far) /* rows of the stored B: KC of NB floats, or NB of KC */
             pack_b += kb * nb / 16 * far + (c->tb ? nb : kb) * (ldb * 4 >= 4096 ? 2 : 0);
     }
@@ -138,6 +140,11 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     const double mt_in = fmin(mt, ceil_div((double)c->m, rs));
     const double nt_in = fmin(nt, ceil_div((double)c->n, nb));
     step += (pack_a + nt_in * pack_b) / (mt_in * nt_in * kb);
+    /* A read in place from beyond the L2: the same lines as its pack, each strip's RS rows once
+     * per K block, but as broadcasts on the micro-kernel's path that wait on them (rated at 3x;
+     * at 1024^3 nn the model's former first pick, A in place, ran at 250-257 GFLOP/s by CPU
+     * time against 276-296 for the packed default) */
+    if (!c->pa && a_far) step += rs * (kb / 16 * far * 3 + 2) / kb;
 
     /* The panels in cache: the B panel and a strip of A are read every k-step of a strip (L1),
      * the whole A panel once per strip (L2). */
