@@ -4,13 +4,13 @@
  *   C = alpha * op(A) * op(B) + beta * C        all matrices row-major (layouts as in gemm.cl)
  *
  * Shaped like OpenBLAS's and BLIS's AVX-512 sgemm rather than like a GPU kernel. A work-item
- * owns an MB x NB block of C (MB = RS * MT rows, NB = NV * VW columns) and walks K in blocks of
- * KC. For each K block it copies the KC x NB panel of op(B) into a contiguous private array
- * (PB; transposing it when B is stored N x K) and, when A is stored K x M, the KC x MB panel of
- * op(A) (PA); then for each of its MT row strips it runs the micro-kernel: an RS x NV register
- * tile of VW-wide vectors (RS * NV accumulators: 14 x 2 or 6 x 4 zmm of 16 floats fill AVX-512's
- * 32 registers), one broadcast of A and NV vector loads of B per k-step, UK k-steps per loop
- * iteration. No barrier and no local memory: PoCL compiles the work-item as straight-line
+ * owns an MB x NC block of C (MB = RS * MT rows, NC = NT column strips of NB = NV * VW) and
+ * walks K in blocks of KC. For each K block it copies the KC x MB panel of op(A) into a
+ * contiguous private array (PA); then for each of its NT column strips the KC x NB panel of
+ * op(B) (PB; transposing it when B is stored N x K), and for each of its MT row strips it runs
+ * the micro-kernel: an RS x NV register tile of VW-wide vectors (RS * NV accumulators: 14 x 2
+ * or 6 x 4 zmm of 16 floats fill AVX-512's 32 registers), one broadcast of A and NV vector loads
+ * of B per k-step, UK k-steps per loop iteration. No barrier and no local memory: PoCL compiles the work-item as straight-line
  * vector code and runs one work-item per work-group.
  *
  * Packing turns the per-k-step jumps of ldb (one 4-KiB page per k-step at n = 1024, which the
@@ -23,6 +23,9 @@
  *   VW      vector width in floats (8: AVX2 ymm, 16: AVX-512 zmm)
  *   RS, NV  micro-tile: RS rows x NV vectors (accumulators RS * NV, kept in registers)
  *   MT      row strips per work-item (MB = RS * MT rows share one packed B panel)
+ *   NT      column strips per work-item (NC = NB * NT columns share one packed A panel: with
+ *           NT = 1 every work-item of a block row packs the A panel again, N / NB times over a
+ *           K block; NT > 1 needs PA)
  *   KC      K block: the packed panels hold KC k-steps
  *   PA, PB  1: pack the op(A) / op(B) panel per K block; 0: read it in place (PA needs ta = 1
  *           to be a contiguous copy; PB = 0 needs tb = 0)
@@ -40,41 +43,101 @@
 
 #include "gemm_problem.h"
 
-#define NB (DOT ? NV : NV * VW) /* columns of C per work-item */
-#define MB (RS * MT) /* rows of C per work-item */
+#define NB (DOT ? NV : NV * VW) /* columns of C per packed B panel (a column strip) */
+#define NC (NB * NT)             /* columns of C per work-item: NT column strips */
+#define MB (RS * MT)             /* rows of C per work-item */
 
 typedef VTYPE(VW) floatv;
 
+/* Packing reads rows of A and B from beyond the L2 at large sizes, one page per row when the
+ * leading dimension is 4 KiB or more (the hardware prefetchers stop at page boundaries): touch
+ * the row PF_ROWS ahead, a cache line at a time, while copying this one (+10 % at 4096^3 tn,
+ * measured with the CPU time; docs/gemm-cpu.md). A prefetch never faults, also past the end. */
+#define PF_ROWS 16
+#define PREFETCH(p) __builtin_prefetch((const float *)(ulong)(p))
+
 /* ---- packing --------------------------------------------------------------------------------- */
+
+/* TRANSPOSE(r): r[i][j] <- r[j][i] for a VW x VW block in VW vectors, in log2(VW) stages; the
+ * stage of distance d swaps bit d of the row and of the lane index: rows i and i + d (i & d = 0)
+ * exchange their off-diagonal d-lane blocks (lo: lane e from row i when e & d = 0, else lane
+ * e - d of row i + d; hi: lane e + d of row i, else lane e of row i + d). Constant shuffles:
+ * vpermt2ps / vshufps / vunpck on AVX-512, no memory. */
+#define TR_STAGE(r, d)                                                                           \
+    AT_UNROLL(VW)                                                                                \
+    for (int i = 0; i < VW; ++i)                                                                 \
+        if (!(i & d)) {                                                                          \
+            const floatv lo = r[i], hi = r[i + d];                                               \
+            r[i] = __builtin_shufflevector(lo, hi, TR_LO##d);                                    \
+            r[i + d] = __builtin_shufflevector(lo, hi, TR_HI##d);                                \
+        }
+#if VW == 16
+#define TR_LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define TR_HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define TR_LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define TR_HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define TR_LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define TR_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define TR_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define TR_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+#define TRANSPOSE(r)                                                                             \
+    do {                                                                                         \
+        TR_STAGE(r, 8) TR_STAGE(r, 4) TR_STAGE(r, 2) TR_STAGE(r, 1)                              \
+    } while (0)
+#elif VW == 8
+#define TR_LO4 0, 1, 2, 3, 8, 9, 10, 11
+#define TR_HI4 4, 5, 6, 7, 12, 13, 14, 15
+#define TR_LO2 0, 1, 8, 9, 4, 5, 12, 13
+#define TR_HI2 2, 3, 10, 11, 6, 7, 14, 15
+#define TR_LO1 0, 8, 2, 10, 4, 12, 6, 14
+#define TR_HI1 1, 9, 3, 11, 5, 13, 7, 15
+#define TRANSPOSE(r)                                                                             \
+    do {                                                                                         \
+        TR_STAGE(r, 4) TR_STAGE(r, 2) TR_STAGE(r, 1)                                             \
+    } while (0)
+#endif
 
 /* Bp[p * NB + j] = op(B)(k0 + p, col0 + j) for p < kb, j < NB; columns past N are zero. */
 INLINE void pack_b(float *Bp, GLOBAL const float *RESTRICT B, const int ldb, const int N,
                    const int k0, const int kb, const int col0)
 {
 #if TB
-    /* B stored N x K: each column of op(B) is contiguous along K; read VW k-steps at a time and
-     * scatter them down the panel (a transpose) */
+    /* B stored N x K: each column of op(B) is contiguous along K. Per VW columns and VW k-steps:
+     * VW vector loads along K, a VW x VW transpose in registers, VW vector stores along the
+     * panel's rows (scalar stores were one store per element: a third of the micro-kernel's
+     * time at 2048^3). Columns past N repeat the last column: they only feed columns of C that
+     * are never stored. */
     AT_UNROLL(1)
-    for (int j = 0; j < NB; ++j) {
-        const int col = EDGE_N ? MIN(col0 + j, N - 1) : col0 + j;
-        const float keep = (EDGE_N && col0 + j >= N) ? 0.0f : 1.0f;
-        GLOBAL const float *RESTRICT src = B + (idx_t)col * ldb + k0;
+    for (int j0 = 0; j0 < NB; j0 += VW) {
+        long off[VW];
+        AT_UNROLL(VW)
+        for (int c = 0; c < VW; ++c)
+            off[c] = (long)(EDGE_N ? MIN(col0 + j0 + c, N - 1) : col0 + j0 + c) * ldb + k0;
         int p = 0;
         AT_UNROLL(1)
         for (; p + VW <= kb; p += VW) {
-            float t[VW];
-            VSTORE(VW, VLOAD(VW, 0, src + p), 0, t);
+            floatv r[VW];
+            AT_UNROLL(VW)
+            for (int c = 0; c < VW; ++c)
+                r[c] = VLOAD(VW, 0, B + off[c] + p);
+            TRANSPOSE(r);
             AT_UNROLL(VW)
             for (int l = 0; l < VW; ++l)
-                Bp[(p + l) * NB + j] = keep * t[l];
+                VSTORE(VW, r[l], 0, Bp + (p + l) * NB + j0);
         }
-        for (; p < kb; ++p)
-            Bp[p * NB + j] = keep * src[p];
+        for (; p < kb; ++p) {
+            AT_UNROLL(VW)
+            for (int c = 0; c < VW; ++c)
+                Bp[p * NB + j0 + c] = B[off[c] + p];
+        }
     }
 #else
     AT_UNROLL(1)
     for (int p = 0; p < kb; ++p) {
         GLOBAL const float *RESTRICT src = B + (idx_t)(k0 + p) * ldb + col0;
+        AT_UNROLL(1)
+        for (int j = 0; j < NB; j += 16)
+            PREFETCH(src + (long)PF_ROWS * ldb + j);
         AT_UNROLL(NV)
         for (int v = 0; v < NV; ++v) {
             floatv x;
@@ -106,6 +169,9 @@ INLINE void pack_a(float *Ap, GLOBAL const float *RESTRICT A, const int lda, con
     AT_UNROLL(1)
     for (int p = 0; p < kb; ++p) {
         GLOBAL const float *RESTRICT src = A + (idx_t)(k0 + p) * lda;
+        AT_UNROLL(1)
+        for (int i = 0; i < MB; i += 16)
+            PREFETCH(src + (long)PF_ROWS * lda + row0 + i);
         if (!EDGE_M || row0 + MB <= M) {
             AT_UNROLL(1)
             for (int i = 0; i + VW <= MB; i += VW)
@@ -124,6 +190,9 @@ INLINE void pack_a(float *Ap, GLOBAL const float *RESTRICT A, const int lda, con
     for (int i = 0; i < MB; ++i) {
         const int row = EDGE_M ? MIN(row0 + i, M - 1) : row0 + i;
         GLOBAL const float *RESTRICT src = A + (idx_t)row * lda + k0;
+        AT_UNROLL(1)
+        for (int p = 0; p < kb; p += 16)
+            PREFETCH(src + (long)PF_ROWS * lda + p);
         int p = 0;
         AT_UNROLL(1)
         for (; p + VW <= kb; p += VW)
@@ -143,7 +212,7 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
 {
     const int gx = GROUP_ID(0), gy = GROUP_ID(1);
     const int row0 = (GM ? gx : gy) * MB; /* origin of the work-item's block in C */
-    const int col0 = (GM ? gy : gx) * NB;
+    const int colw = (GM ? gy : gx) * NC;
 
 #if PB
     float Bp[KC * NB];
@@ -154,6 +223,7 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
 
 #if DOT
     /* ---- dot products along K (ta = 0, tb = 1) --------------------------------------------- */
+    const int col0 = colw; /* NT == 1 */
     AT_UNROLL(1)
     for (int mt = 0; mt < MT; ++mt) {
         const int r0 = row0 + mt * RS;
@@ -217,106 +287,114 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
     AT_UNROLL(1)
     for (int k0 = 0; k0 < K; k0 += KC) {
         const int kb = (EDGE_K && K - k0 < KC) ? K - k0 : KC;
-#if PB
-        pack_b(Bp, B, ldb, N, k0, kb, col0);
-#endif
 #if PA
         pack_a(Ap, A, lda, M, k0, kb, row0);
 #endif
+        /* the NT column strips share the packed A panel; each packs its own B panel, which the
+         * MT row strips share */
         AT_UNROLL(1)
-        for (int mt = 0; mt < MT; ++mt) {
-            const int r0 = row0 + mt * RS; /* the strip's first row */
-            if (EDGE_M && r0 >= M)
+        for (int nt = 0; nt < NT; ++nt) {
+            const int col0 = colw + nt * NB;
+            if (EDGE_N && col0 >= N)
                 break;
-
-            /* where row r of op(A) is read at k-step p: ap[aoff[r]], ap advancing by astep;
-             * loop-invariant 64-bit offsets, so each read is one base + index * 4 address */
-            long aoff[RS];
-            AT_UNROLL(RS)
-            for (int r = 0; r < RS; ++r) {
-#if PA
-                aoff[r] = TA ? mt * RS + r : (mt * RS + r) * KC;
-#else
-                const int row = EDGE_M ? MIN(r0 + r, M - 1) : r0 + r;
-                aoff[r] = TA ? (long)row : (long)row * lda;
-#endif
-            }
-#if PA
-            const float *ap = Ap;
-            const long astep = TA ? MB : 1;
-#else
-            GLOBAL const float *RESTRICT ap = A + (TA ? (idx_t)k0 * lda : (idx_t)k0);
-            const long astep = TA ? (long)lda : 1;
-#endif
 #if PB
-            const float *bp = Bp;
-            const long bstep = NB;
-#else
-            GLOBAL const float *RESTRICT bp = B + (idx_t)k0 * ldb + col0;
-            const long bstep = ldb;
+            pack_b(Bp, B, ldb, N, k0, kb, col0);
 #endif
+            AT_UNROLL(1)
+            for (int mt = 0; mt < MT; ++mt) {
+                const int r0 = row0 + mt * RS; /* the strip's first row */
+                if (EDGE_M && r0 >= M)
+                    break;
 
-            floatv acc[RS][NV];
-            AT_UNROLL(RS)
-            for (int r = 0; r < RS; ++r) {
-                AT_UNROLL(NV)
-                for (int v = 0; v < NV; ++v)
-                    acc[r][v] = VBCAST(VW, 0.0f);
-            }
-
-            /* the micro-kernel: RS broadcasts, NV vector loads, RS * NV FMAs per k-step */
-            AT_UNROLL(UK)
-            for (int p = 0; p < kb; ++p) {
-                floatv b[NV];
-                AT_UNROLL(NV)
-                for (int v = 0; v < NV; ++v) {
-#if PB || !EDGE_N
-                    b[v] = VLOAD(VW, 0, bp + v * VW);
-#else
-                    const int avail = N - (col0 + v * VW);
-                    float t[VW];
-                    AT_UNROLL(VW)
-                    for (int l = 0; l < VW; ++l)
-                        t[l] = l < avail ? bp[v * VW + l] : 0.0f;
-                    b[v] = VLOAD(VW, 0, t);
-#endif
-                }
+                /* where row r of op(A) is read at k-step p: ap[aoff[r]], ap advancing by astep;
+                 * loop-invariant 64-bit offsets, so each read is one base + index * 4 address */
+                long aoff[RS];
                 AT_UNROLL(RS)
                 for (int r = 0; r < RS; ++r) {
-                    const floatv a = VBCAST(VW, ap[aoff[r]]);
+#if PA
+                    aoff[r] = TA ? mt * RS + r : (mt * RS + r) * KC;
+#else
+                    const int row = EDGE_M ? MIN(r0 + r, M - 1) : r0 + r;
+                    aoff[r] = TA ? (long)row : (long)row * lda;
+#endif
+                }
+#if PA
+                const float *ap = Ap;
+                const long astep = TA ? MB : 1;
+#else
+                GLOBAL const float *RESTRICT ap = A + (TA ? (idx_t)k0 * lda : (idx_t)k0);
+                const long astep = TA ? (long)lda : 1;
+#endif
+#if PB
+                const float *bp = Bp;
+                const long bstep = NB;
+#else
+                GLOBAL const float *RESTRICT bp = B + (idx_t)k0 * ldb + col0;
+                const long bstep = ldb;
+#endif
+
+                floatv acc[RS][NV];
+                AT_UNROLL(RS)
+                for (int r = 0; r < RS; ++r) {
                     AT_UNROLL(NV)
                     for (int v = 0; v < NV; ++v)
-                        acc[r][v] = VFMA(a, b[v], acc[r][v]);
+                        acc[r][v] = VBCAST(VW, 0.0f);
                 }
-                ap += astep;
-                bp += bstep;
-            }
 
-            /* the strip's partial sums into C: the first K block writes alpha * acc + beta * C,
-             * the later ones add alpha * acc */
-            AT_UNROLL(RS)
-            for (int r = 0; r < RS; ++r) {
-                const int row = r0 + r;
-                if (EDGE_M && row >= M)
-                    break;
-                AT_UNROLL(NV)
-                for (int v = 0; v < NV; ++v) {
-                    const int col = col0 + v * VW;
-                    const int avail = EDGE_N ? N - col : VW;
-                    if (avail <= 0)
-                        break;
-                    GLOBAL float *dst = C + (idx_t)row * ldc + col;
-                    floatv o = VBCAST(VW, alpha) * acc[r][v];
-                    const float add = k0 > 0 ? 1.0f : beta; /* weight of what C holds */
-                    if (avail >= VW) {
-                        if (add != 0.0f)
-                            o = VFMA(VBCAST(VW, add), VLOAD(VW, 0, dst), o);
-                        VSTORE(VW, o, 0, dst);
-                    } else {
+                /* the micro-kernel: RS broadcasts, NV vector loads, RS * NV FMAs per k-step */
+                AT_UNROLL(UK)
+                for (int p = 0; p < kb; ++p) {
+                    floatv b[NV];
+                    AT_UNROLL(NV)
+                    for (int v = 0; v < NV; ++v) {
+#if PB || !EDGE_N
+                        b[v] = VLOAD(VW, 0, bp + v * VW);
+#else
+                        const int avail = N - (col0 + v * VW);
                         float t[VW];
-                        VSTORE(VW, o, 0, t);
-                        for (int l = 0; l < avail; ++l)
-                            dst[l] = add != 0.0f ? VFMA(add, dst[l], t[l]) : t[l];
+                        AT_UNROLL(VW)
+                        for (int l = 0; l < VW; ++l)
+                            t[l] = l < avail ? bp[v * VW + l] : 0.0f;
+                        b[v] = VLOAD(VW, 0, t);
+#endif
+                    }
+                    AT_UNROLL(RS)
+                    for (int r = 0; r < RS; ++r) {
+                        const floatv a = VBCAST(VW, ap[aoff[r]]);
+                        AT_UNROLL(NV)
+                        for (int v = 0; v < NV; ++v)
+                            acc[r][v] = VFMA(a, b[v], acc[r][v]);
+                    }
+                    ap += astep;
+                    bp += bstep;
+                }
+
+                /* the strip's partial sums into C: the first K block writes alpha * acc + beta * C,
+                 * the later ones add alpha * acc */
+                AT_UNROLL(RS)
+                for (int r = 0; r < RS; ++r) {
+                    const int row = r0 + r;
+                    if (EDGE_M && row >= M)
+                        break;
+                    AT_UNROLL(NV)
+                    for (int v = 0; v < NV; ++v) {
+                        const int col = col0 + v * VW;
+                        const int avail = EDGE_N ? N - col : VW;
+                        if (avail <= 0)
+                            break;
+                        GLOBAL float *dst = C + (idx_t)row * ldc + col;
+                        floatv o = VBCAST(VW, alpha) * acc[r][v];
+                        const float add = k0 > 0 ? 1.0f : beta; /* weight of what C holds */
+                        if (avail >= VW) {
+                            if (add != 0.0f)
+                                o = VFMA(VBCAST(VW, add), VLOAD(VW, 0, dst), o);
+                            VSTORE(VW, o, 0, dst);
+                        } else {
+                            float t[VW];
+                            VSTORE(VW, o, 0, t);
+                            for (int l = 0; l < avail; ++l)
+                                dst[l] = add != 0.0f ? VFMA(add, dst[l], t[l]) : t[l];
+                        }
                     }
                 }
             }

@@ -215,6 +215,32 @@ static void test_default_kernel_every_layout(void **state)
     }
 }
 
+/* gemm_cpu's column strips (NT > 1: one packed A panel shared by NT packed B panels): ragged
+ * ends of N inside a work-item's block (a strip partly past N, strips wholly past it), every
+ * layout, beta 0 and not. */
+static void test_cpu_column_strips(void **state)
+{
+    fixture *f = *state;
+    static const char *configs[] = {
+        "VW=8,RS=4,NV=1,MT=2,NT=4,KC=64,PA=1,PB=1,UK=1,GM=0,DOT=0",     /* 32 columns */
+        "VW=16,RS=6,NV=2,MT=4,NT=2,KC=128,PA=1,PB=0,UK=2,GM=1,DOT=0",   /* B in place: nn, tn */
+        "VW=16,RS=6,NV=4,MT=32,NT=16,KC=256,PA=1,PB=1,UK=4,GM=1,DOT=0", /* 1024 columns */
+        "VW=16,RS=14,NV=2,MT=2,NT=8,KC=64,PA=1,PB=1,UK=1,GM=0,DOT=0",
+    };
+    static const shape shapes[] = {{67, 73, 129, 3}, {3, 1000, 2, 0}, {1, 257, 3, 0}};
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+        size_t checked = 0;
+        /* two layouts per shape, all four over the shapes; the first shape (k = 129: whole
+         * VW x VW blocks for the transposing pack of B) in a layout with B stored N x K */
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (size_t i = 0; i < 2; i++) {
+                const at_layout l = (at_layout)((c + s + i) % 4);
+                checked += (size_t)check_one(f, configs[c], &shapes[s], l, i ? 0.5f : 0.0f);
+            }
+        if (checked < 2) fail_msg("%s: checked on %zu cases only", configs[c], checked);
+    }
+}
+
 static void test_problem_keys(void **state)
 {
     (void)state;
@@ -308,6 +334,7 @@ int main(void)
     const struct CMUnitTest cpu_tests[] = {
         cmocka_unit_test(test_default_kernel_every_layout),
         cmocka_unit_test(test_gemm_correct_on_awkward_shapes),
+        cmocka_unit_test(test_cpu_column_strips),
     };
     /* AT_TEST_FILTER=name runs one test (cmocka's pattern). */
     if (getenv("AT_TEST_FILTER")) cmocka_set_test_filter(getenv("AT_TEST_FILTER"));

@@ -70,13 +70,14 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     const double l2 = d->core_l2_bytes > 0 ? (double)d->core_l2_bytes : 1048576;
     const double vw = (double)c->vw, rs = (double)c->rs, nv = (double)c->nv;
     const double kc = (double)c->kc, mt = (double)c->mt, k = (double)c->k;
+    const double nt = c->nt > 1 ? (double)c->nt : 1;
     const double mb = rs * mt, nb = c->dot ? nv : nv * vw;
     const double split = fmax(1, vw / native); /* a vector wider than the hardware's */
     const double regs = native >= 16 ? 32 : 16;
     /* Work: strips past M are skipped, columns are padded to the work-item's block; work-items
      * are scheduled dynamically over the cores, the last round partly idle. */
     const double rows_all = ceil_div((double)c->m, rs) * rs;
-    const double items_all = ceil_div((double)c->m, mb) * ceil_div((double)c->n, nb);
+    const double items_all = ceil_div((double)c->m, mb) * ceil_div((double)c->n, nb * nt);
     const double rounds_all = ceil_div(items_all, P);
 
     if (c->dot) {
@@ -104,7 +105,7 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     if (live > regs) loads += (live - regs); /* accumulators spilled: a load and store each */
     if (!c->pa && !c->ta && rs > 10) loads += (rs - 10) / 2; /* row pointers past the GPRs */
     double step = fmax(fmax(fma, loads), 4.0); /* each accumulator: one FMA per step */
-    step += 1.0 / (double)c->uk;               /* loop overhead */
+    step += 0.25 / (double)c->uk;              /* loop overhead (mostly on other ports) */
 
     /* In-place (unpacked) operands: a strided walk costs a cache line, and from 4 KiB strides a
      * page, per k-step; power-of-two row strides put the RS rows of A in one L1 set. */
@@ -113,15 +114,37 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     if (!c->pa && c->ta) step += lda * 4 >= 4096 ? 3 : 1;
     if (!c->pa && !c->ta && fmod(lda * 4, 4096) == 0 && rs > 8) step += rs - 8;
 
-    /* Packing, per K block of a work-item: the B panel (KC x NB; a transpose when tb: one
-     * store per element) and the A panel (KC x MB copies), over its MT strips' k-steps. */
-    double pack = 0;
-    const double kb = fmin(kc, k);
-    if (c->pb) pack += kb * nb * (c->tb ? 1.0 : 2.0 / vw);
-    if (c->pa) pack += kb * mb * 2.0 / vw;
-    /* micro-kernel k-steps that share one packing: the strips of a work-item inside M */
-    const double per_block = fmin(mt, ceil_div((double)c->m, rs)) * kb;
-    step += pack / per_block;
+    /* Packing, per K block of a work-item: the A panel (KC x MB copies) once, and for each of
+     * its NT column strips the B panel (KC x NB; when tb a transpose of VW x VW blocks in
+     * registers: log2(VW) shuffles per vector), over the k-steps of its MT x NT strips inside M
+     * and N. An operand larger than the L2 is read from farther out: FAR cycles a cache line
+     * (~32 bytes a cycle from L3 with the template's software prefetch; 8 cycles overrated the
+     * cost against the measurements), and a new page per panel row when its rows are 4 KiB or
+     * more apart. That
+     * traffic is what MB (B panels packed M / MB times) and NC = NB * NT (A panels N / NC
+     * times) divide. */
+    const double far = 2, kb = fmin(kc, k);
+    const int a_far = (double)c->m * k * 4 > l2, b_far = k * (double)c->n * 4 > l2;
+    double pack_a = 0, pack_b = 0;
+    if (c->pb) {
+        pack_b = kb * nb * (2.0 + (c->tb ? log2(vw) : 0)) / vw;
+        if (b_far) /* rows of the stored B: KC of NB floats, or NB of KC */
+            pack_b += kb * nb / 16 * far + (c->tb ? nb : kb) * (ldb * 4 >= 4096 ? 2 : 0);
+    }
+    if (c->pa) {
+        pack_a = kb * mb * 2.0 / vw;
+        if (a_far) /* rows of the stored A: MB of KC floats, or KC of MB */
+            pack_a += kb * mb / 16 * far + (c->ta ? kb : mb) * (lda * 4 >= 4096 ? 2 : 0);
+    }
+    /* micro-kernel k-steps that share one packing: the strips of a work-item inside M and N */
+    const double mt_in = fmin(mt, ceil_div((double)c->m, rs));
+    const double nt_in = fmin(nt, ceil_div((double)c->n, nb));
+    step += (pack_a + nt_in * pack_b) / (mt_in * nt_in * kb);
+    /* A read in place from beyond the L2: the same lines as its pack, each strip's RS rows once
+     * per K block, but as broadcasts on the micro-kernel's path that wait on them (rated at 3x;
+     * at 1024^3 nn the model's former first pick, A in place, ran at 250-257 GFLOP/s by CPU
+     * time against 276-296 for the packed default) */
+    if (!c->pa && a_far) step += rs * (kb / 16 * far * 3 + 2) / kb;
 
     /* The panels in cache: the B panel and a strip of A are read every k-step of a strip (L1),
      * the whole A panel once per strip (L2). */
@@ -129,8 +152,10 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     if (hot > l1) step *= 1 + 0.5 * (hot / l1 - 1);
     const double panels = 4 * kc * ((c->pa ? mb : 0) + (c->pb ? nb : 0));
     if (panels > l2) step *= 1 + (panels / l2 - 1);
-    /* The K block's C tile is read and written once per K block: a short KC pays it often. */
+    /* The K block's C tile is read and written once per K block: a short KC pays it often;
+     * from farther out when the work-item's MB x NC block of C and the panels pass the L2. */
     step += rs * nv * 2 / fmin(kc, k);
+    if (panels + 4 * mb * nb * nt > l2) step += rs * nv * split * far / fmin(kc, k);
 
     return steps * step / (items_all / rounds_all);
 }
@@ -150,9 +175,9 @@ at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const i
             const struct {
                 const char *name;
                 int64_t *out;
-            } f[] = {{"m", &c.m},   {"n", &c.n},   {"k", &c.k},   {"ta", &c.ta},  {"tb", &c.tb},
-                     {"VW", &c.vw}, {"RS", &c.rs}, {"NV", &c.nv}, {"MT", &c.mt},  {"KC", &c.kc},
-                     {"PA", &c.pa}, {"PB", &c.pb}, {"UK", &c.uk}, {"DOT", &c.dot}};
+            } f[] = {{"m", &c.m},   {"n", &c.n},   {"k", &c.k},   {"ta", &c.ta},   {"tb", &c.tb},
+                     {"VW", &c.vw}, {"RS", &c.rs}, {"NV", &c.nv}, {"MT", &c.mt},   {"KC", &c.kc},
+                     {"PA", &c.pa}, {"PB", &c.pb}, {"UK", &c.uk}, {"DOT", &c.dot}, {"NT", &c.nt}};
             for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
                 at_space_value(s, cfg, f[j].name, f[j].out);
             out[i] = at_gemm_cpu_cost(&c, d);

@@ -32,12 +32,15 @@ typedef struct at_gemm_cpu_cost_in {
     int64_t pa, pb;          /* packed A / B panels */
     int64_t uk;              /* k-loop unroll */
     int64_t dot;             /* 1: vectors along K (RS x NV block of C per strip, no packing) */
+    int64_t nt;              /* NT column strips per work-item sharing the A panel (0 = 1) */
 } at_gemm_cpu_cost_in;
 
 /* Predicted time in arbitrary units (cycles of one core, roughly) of a CPU micro-kernel config:
  * the padded FMAs over the vector lanes the device has, the micro-kernel's issue rate (FMA
  * latency against the accumulators, load ports against broadcasts and vector loads, spills past
- * the registers), the cost of packing per K block, strided in-place reads (a new cache line
+ * the registers), the cost of packing per K block (the copies, and operands larger than the
+ * L2 read from farther out: a line and, at 4-KiB strides, a page per panel row), strided
+ * in-place reads (a new cache line
  * and page per k-step, L1 set conflicts at power-of-two strides), the packed panels against the
  * L1 and L2 sizes, and work-items over the cores. docs/search.md, "GEMM cost model". */
 double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d);
