@@ -369,6 +369,22 @@ static double score(const model_state *m, size_t c)
     return ei * (1 - fail_prob(m, c));
 }
 
+/* A regression forest of MF_TREES trees on targets ty of the configs that ran (okrows[0..nok)),
+ * each on a bootstrap sample; 0 (and oom set) without memory. */
+static int grow_forest(at_search *s, model_state *m, int32_t *roots, const float *ty, size_t nok)
+{
+    int32_t *sample = m->tmp;
+    for (int t = 0; t < MF_TREES; t++) {
+        for (size_t i = 0; i < nok; i++) sample[i] = m->okrows[at_rng_below(&s->rng, nok)];
+        roots[t] = build(s, m, ty, sample, nok, 0);
+        if (roots[t] < 0) {
+            m->oom = 1;
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static void fit(at_search *s, model_state *m)
 {
     size_t n = m->ntrain;
@@ -387,15 +403,7 @@ static void fit(at_search *s, model_state *m)
     int classify = nok < n;
     m->nnodes = 0;
     m->nfb = m->nf;
-    int32_t *sample = m->tmp;
-    for (int t = 0; t < MF_TREES; t++) {
-        for (size_t i = 0; i < nok; i++) sample[i] = m->okrows[at_rng_below(&s->rng, nok)];
-        m->roots[t] = build(s, m, m->ty, sample, nok, 0);
-        if (m->roots[t] < 0) {
-            m->oom = 1;
-            return;
-        }
-    }
+    if (!grow_forest(s, m, m->roots, m->ty, nok)) return;
     /* Warm start: this task's own forest, on its log times and parameters (not the sources'
      * column, the last feature). */
     if (s->xfer) {
@@ -404,17 +412,12 @@ static void fit(at_search *s, model_state *m)
             m->oy[i] = (float)(isfinite(y) ? y : 0);
         }
         m->nfb = m->nf - 1;
-        for (int t = 0; t < MF_TREES; t++) {
-            for (size_t i = 0; i < nok; i++) sample[i] = m->okrows[at_rng_below(&s->rng, nok)];
-            m->oroots[t] = build(s, m, m->oy, sample, nok, 0);
-            if (m->oroots[t] < 0) {
-                m->oom = 1;
-                return;
-            }
-        }
+        int ok = grow_forest(s, m, m->oroots, m->oy, nok);
         m->nfb = m->nf;
+        if (!ok) return;
     }
     /* Where configs fail: a smaller forest on failed = 1, ok = 0. */
+    int32_t *sample = m->tmp;
     int nct = classify ? MF_CTREES : 0;
     for (int t = 0; t < nct; t++) {
         for (size_t i = 0; i < n; i++) sample[i] = (int32_t)at_rng_below(&s->rng, n);
