@@ -3,7 +3,9 @@
  * ordered by the cost model's prediction when there is one, proposing the unmeasured config of
  * highest expected improvement, with a share of random and of local picks. Failed configs are data:
  * a second forest learns where configs fail, and a config's expected improvement is weighed by its
- * chance to run. */
+ * chance to run. With warm-start sources, the expected improvement is that of a mixture: the
+ * sources' prediction corrected by a forest (with the source's weight) and a forest of this
+ * task's own measurements (with the rest). */
 #include "strategy.h"
 #include "transfer.h"
 
@@ -52,6 +54,7 @@ typedef struct model_state {
     mnode *nodes;
     size_t nnodes, cap;
     int32_t roots[MF_TREES];
+    size_t nfb;    /* features a tree may split on: all, or all but the sources' column */
     size_t *train; /* reported configs, in report order */
     float *ty;     /* their targets */
     float *fail;   /* 1 where they failed */
@@ -81,8 +84,11 @@ typedef struct model_state {
     /* Warm start (transfer.c): the last feature is the sources' prediction; NULL: none. */
     double *xraw;
     scored *xtmp;
-    double *xprior; /* the sources' prediction of each config's log time here */
-    int xhave;      /* 1: the last fit learned the residual from xprior */
+    double *xprior;           /* the sources' prediction of each config's log time here */
+    int xhave;                /* 1: the last fit learned the residual from xprior */
+    int32_t oroots[MF_TREES]; /* the forest of this task's own log times (no source in it) */
+    float *oy;                /* its targets */
+    double xw;                /* the sources' weight at the last fit, in [0, 1] */
 } model_state;
 
 /* The sources' prediction of config c's log time, that the forest corrects (0: none). */
@@ -105,6 +111,7 @@ static void model_free(at_search *s)
     free(m->xraw);
     free(m->xtmp);
     free(m->xprior);
+    free(m->oy);
     free(m);
 }
 
@@ -142,6 +149,13 @@ static void transfer_column(at_search *s, model_state *m)
     if (at_transfer_feature(s->xfer, s->y, m->xraw))
         rank_feature(m, m->nf - 1, m->xraw, m->xtmp, s->space.nconfigs);
     m->xhave = at_transfer_prior(s->xfer, s->y, m->xprior);
+    /* The chance that the sources are right here: the largest weight (Kendall's tau on what
+     * was measured here), 0 when none ranks it better than chance. */
+    m->xw = 0;
+    for (size_t i = 0; i < s->opts.nsources; i++) {
+        double w = at_transfer_weight(s->xfer, s->y, i, NULL, NULL);
+        if (w > m->xw) m->xw = w > 1 ? 1 : w;
+    }
 }
 
 /* ---- set-up --------------------------------------------------------------------------------- */
@@ -168,7 +182,9 @@ static at_status model_init(at_search *s)
         m->xraw = malloc((n ? n : 1) * sizeof *m->xraw);
         m->xtmp = malloc((n ? n : 1) * sizeof *m->xtmp);
         m->xprior = malloc((n ? n : 1) * sizeof *m->xprior);
-        if (!m->xraw || !m->xtmp || !m->xprior) return at_fail(AT_ERR_NO_MEMORY, "out of memory");
+        m->oy = malloc((n ? n : 1) * sizeof *m->oy);
+        if (!m->xraw || !m->xtmp || !m->xprior || !m->oy)
+            return at_fail(AT_ERR_NO_MEMORY, "out of memory");
     }
     m->X = calloc((n ? n : 1) * m->nf, sizeof *m->X);
     m->train = malloc((n ? n : 1) * sizeof *m->train);
@@ -254,10 +270,10 @@ static int32_t build(at_search *s, model_state *m, const float *ty, int32_t *sam
     int best_f = -1;
     uint8_t best_thr = 0;
     /* A random subset of the features, more only while none of them splits the node. */
-    size_t tries = (size_t)ceil(MF_MTRY * (double)m->nf), perm[257];
-    for (size_t t = 0; t < m->nf; t++) perm[t] = t;
-    for (size_t k = 0; k < m->nf && (k < tries || best_f < 0); k++) {
-        size_t r = k + (size_t)at_rng_below(&s->rng, m->nf - k), t = perm[r];
+    size_t nfb = m->nfb, tries = (size_t)ceil(MF_MTRY * (double)nfb), perm[257];
+    for (size_t t = 0; t < nfb; t++) perm[t] = t;
+    for (size_t k = 0; k < nfb && (k < tries || best_f < 0); k++) {
+        size_t r = k + (size_t)at_rng_below(&s->rng, nfb - k), t = perm[r];
         perm[r] = perm[k];
         perm[k] = t;
         size_t nb = m->nbins[t];
@@ -322,24 +338,51 @@ static double fail_prob(const model_state *m, size_t c)
     return m->nct ? pf / m->nct : 0;
 }
 
-/* Expected improvement of config c over the best log time, times the chance it does not
- * fail, under the last fit: the forest's mean and spread as a normal belief. */
-static double score(const model_state *m, size_t c)
+/* Expected improvement of config c over the best log time under one forest of the last fit
+ * (its mean and spread as a normal belief): roots, plus the sources' prior when warm. */
+static double forest_ei(const model_state *m, const int32_t *roots, size_t c, int warm)
 {
     const uint8_t *x = m->X + c * m->nf;
     double sum = 0, sq = 0;
     for (int t = 0; t < MF_TREES; t++) {
-        double p = predict_tree(m, m->roots[t], x);
+        double p = predict_tree(m, roots[t], x);
         sum += p;
         sq += p * p;
     }
     double mu = sum / MF_TREES, var = sq / MF_TREES - mu * mu;
-    mu += XPRIOR(m, c); /* warm start: the forest learned the sources' error */
+    if (warm) mu += XPRIOR(m, c); /* the forest learned the sources' error */
     double sd = sqrt(var > 0 ? var : 0) + MF_SD_FLOOR;
     double z = (m->ybest - mu) / sd;
-    double ei =
-        (m->ybest - mu) * 0.5 * erfc(-z / sqrt(2.0)) + sd * exp(-0.5 * z * z) / 2.5066282746310002;
+    return (m->ybest - mu) * 0.5 * erfc(-z / sqrt(2.0)) +
+           sd * exp(-0.5 * z * z) / 2.5066282746310002;
+}
+
+/* Expected improvement of config c, times the chance it does not fail. With sources, that
+ * of the mixture "the sources are right here (weight xw) or not": expected improvement is
+ * linear in the belief, so it is the weighted sum of the warm forest's and this task's own
+ * forest's. A source that ranks well on the whole but not near this task's optimum (another
+ * GPU) no longer decides alone where the search looks (docs/search.md, "Transfer"). */
+static double score(const model_state *m, size_t c)
+{
+    double ei = m->oy && m->xw < 1 ? (1 - m->xw) * forest_ei(m, m->oroots, c, 0) : 0;
+    if (!m->oy || m->xw > 0) ei += (m->oy ? m->xw : 1) * forest_ei(m, m->roots, c, 1);
     return ei * (1 - fail_prob(m, c));
+}
+
+/* A regression forest of MF_TREES trees on targets ty of the configs that ran (okrows[0..nok)),
+ * each on a bootstrap sample; 0 (and oom set) without memory. */
+static int grow_forest(at_search *s, model_state *m, int32_t *roots, const float *ty, size_t nok)
+{
+    int32_t *sample = m->tmp;
+    for (int t = 0; t < MF_TREES; t++) {
+        for (size_t i = 0; i < nok; i++) sample[i] = m->okrows[at_rng_below(&s->rng, nok)];
+        roots[t] = build(s, m, ty, sample, nok, 0);
+        if (roots[t] < 0) {
+            m->oom = 1;
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static void fit(at_search *s, model_state *m)
@@ -359,16 +402,22 @@ static void fit(at_search *s, model_state *m)
     }
     int classify = nok < n;
     m->nnodes = 0;
-    int32_t *sample = m->tmp;
-    for (int t = 0; t < MF_TREES; t++) {
-        for (size_t i = 0; i < nok; i++) sample[i] = m->okrows[at_rng_below(&s->rng, nok)];
-        m->roots[t] = build(s, m, m->ty, sample, nok, 0);
-        if (m->roots[t] < 0) {
-            m->oom = 1;
-            return;
+    m->nfb = m->nf;
+    if (!grow_forest(s, m, m->roots, m->ty, nok)) return;
+    /* Warm start: this task's own forest, on its log times and parameters (not the sources'
+     * column, the last feature). */
+    if (s->xfer) {
+        for (size_t i = 0; i < n; i++) {
+            double y = s->y[m->train[i]];
+            m->oy[i] = (float)(isfinite(y) ? y : 0);
         }
+        m->nfb = m->nf - 1;
+        int ok = grow_forest(s, m, m->oroots, m->oy, nok);
+        m->nfb = m->nf;
+        if (!ok) return;
     }
     /* Where configs fail: a smaller forest on failed = 1, ok = 0. */
+    int32_t *sample = m->tmp;
     int nct = classify ? MF_CTREES : 0;
     for (int t = 0; t < nct; t++) {
         for (size_t i = 0; i < n; i++) sample[i] = (int32_t)at_rng_below(&s->rng, n);

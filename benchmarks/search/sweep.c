@@ -5,14 +5,18 @@
  * counts as its budget), so its medians match run.sh's without its per-seed process start.
  *
  *   cc -O2 -o sweep benchmarks/search/sweep.c -I. -Iinclude build/libautotune.a \
- *      -lcjson -lz -llmdb -lyaml -lm -ldl -lpthread
+ *      -lcjson -lz -llmdb -lyaml -lmsgpackc -lm -ldl -lpthread
  *   ./sweep STRATEGY SEEDS FILE...
  *
  * SKIP_FAILED=1 leaves the configs recorded as failed out of the space (what Kernel Tuner's
- * simulation mode does); the share is still of the whole space. Prints one line per file and
- * a "raw" line with every seed's two counts. */
+ * simulation mode does); the share is still of the whole space. TRANSFER=SOURCE warm-starts
+ * every run from that recording (as `autotune replay FILE --transfer SOURCE`; a source of other
+ * parameters is an error here). Prints one line per file and a "raw" line with every seed's two
+ * counts. */
 #include "cache/recording.h"
 #include "search/search.h"
+#include "search/transfer.h"
+#include "tuner/pipeline.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +39,12 @@ int main(int argc, char **argv)
     int nseeds = atoi(argv[2]);
     if (nseeds < 1 || nseeds > 1000) return 2;
     int skip = getenv("SKIP_FAILED") && atoi(getenv("SKIP_FAILED"));
+    const char *xfile = getenv("TRANSFER");
+    at_recording *xr = NULL;
+    if (xfile && *xfile && at_recording_load(xfile, NULL, &xr)) {
+        fprintf(stderr, "sweep: %s\n", at_errmsg());
+        return 1;
+    }
     double all5 = 0, all1 = 0;
     double *med5 = calloc((size_t)argc, sizeof *med5);
     int nfiles = 0;
@@ -56,6 +66,21 @@ int main(int argc, char **argv)
         sp.idx = idx;
         sp.nconfigs = m;
         double opt = r->cost[r->optimum];
+        at_search_source src = {0};
+        size_t *xcfg = NULL;
+        double *xtm = NULL;
+        if (xr) {
+            at_transfer_params tp = at_recording_transfer_params(r),
+                               xp = at_recording_transfer_params(xr);
+            char why[256] = "";
+            if (at_transfer_map(&tp, &sp, &xp, xr->idx, xr->cost, xr->nconfigs, &xcfg, &xtm, &src.n,
+                                why, sizeof why)) {
+                fprintf(stderr, "sweep: %s: %s %s\n", argv[f], why, at_errmsg());
+                return 1;
+            }
+            src.config = xcfg;
+            src.time = xtm;
+        }
         size_t budget = n / 10 > 200 ? (n + 9) / 10 : 200;
         if (budget > m) budget = m;
         double *e5 = malloc(nseeds * sizeof *e5), *e1 = malloc(nseeds * sizeof *e1);
@@ -63,6 +88,7 @@ int main(int argc, char **argv)
         for (int sd = 0; sd < nseeds; sd++) {
             at_search_options o = {
                 .strategy = strat, .seed = (uint64_t)sd + 1, .max_evals = (int64_t)budget};
+            if (xr) o.sources = &src, o.nsources = 1;
             at_search *s;
             if (at_search_create(&sp, &o, &s)) {
                 fprintf(stderr, "sweep: %s\n", at_errmsg());
@@ -104,12 +130,13 @@ int main(int argc, char **argv)
         fflush(stdout);
         med5[nfiles++] = q5 / n;
         all5 += q5 / n, all1 += q1 / n;
-        free(e5), free(e1), free(idx), free(map);
+        free(e5), free(e1), free(idx), free(map), free(xcfg), free(xtm);
         at_recording_free(r);
     }
     qsort(med5, nfiles, sizeof *med5, cmpd);
     printf("median over %d files of the 5%% medians: %.3f%%\n", nfiles,
            100 * (nfiles % 2 ? med5[nfiles / 2] : (med5[nfiles / 2 - 1] + med5[nfiles / 2]) / 2));
     free(med5);
+    at_recording_free(xr);
     return 0;
 }
