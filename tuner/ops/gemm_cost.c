@@ -10,6 +10,16 @@
 
 static double ceil_div(double a, double b) { return ceil(a / b); }
 
+/* An operand larger than the L2, read from farther out by a pack: FAR cycles a cache line (~32
+ * bytes a cycle from L3 with the template's software prefetch; 8 cycles overrated the cost
+ * against the measurements) for its `elems` floats, and a new page for each of its `rows`
+ * stored rows when they are 4 KiB or more apart (leading dimension ld floats). */
+#define FAR 2.0
+static double far_read(double elems, double rows, double ld)
+{
+    return elems / 16 * FAR + rows * (ld * 4 >= 4096 ? 2 : 0);
+}
+
 double at_gemm_cost(const at_gemm_cost_in *c, const at_device_info *d)
 {
     const double P = d->compute_units > 0 ? (double)d->compute_units : 1;
@@ -117,24 +127,21 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     /* Packing, per K block of a work-item: the A panel (KC x MB copies) once, and for each of
      * its NT column strips the B panel (KC x NB; when tb a transpose of VW x VW blocks in
      * registers: log2(VW) shuffles per vector), over the k-steps of its MT x NT strips inside M
-     * and N. An operand larger than the L2 is read from farther out: FAR cycles a cache line
-     * (~32 bytes a cycle from L3 with the template's software prefetch; 8 cycles overrated the
-     * cost against the measurements), and a new page per panel row when its rows are 4 KiB or
-     * more apart. That
-     * traffic is what MB (B panels packed M / MB times) and NC = NB * NT (A panels N / NC
-     * times) divide. */
-    const double far = 2, kb = fmin(kc, k);
+     * and N. An operand larger than the L2 is read from farther out (far_read). That traffic
+     * is what MB (B panels packed M / MB times) and NC = NB * NT (A panels N / NC times)
+     * divide. */
+    const double kb = fmin(kc, k);
     const int a_far = (double)c->m * k * 4 > l2, b_far = k * (double)c->n * 4 > l2;
     double pack_a = 0, pack_b = 0;
     if (c->pb) {
         pack_b = kb * nb * (2.0 + (c->tb ? log2(vw) : 0)) / vw;
         if (b_far) /* rows of the stored B: KC of NB floats, or NB of KC */
-            pack_b += kb * nb / 16 * far + (c->tb ? nb : kb) * (ldb * 4 >= 4096 ? 2 : 0);
+            pack_b += far_read(kb * nb, c->tb ? nb : kb, ldb);
     }
     if (c->pa) {
         pack_a = kb * mb * 2.0 / vw;
         if (a_far) /* rows of the stored A: MB of KC floats, or KC of MB */
-            pack_a += kb * mb / 16 * far + (c->ta ? kb : mb) * (lda * 4 >= 4096 ? 2 : 0);
+            pack_a += far_read(kb * mb, c->ta ? kb : mb, lda);
     }
     /* micro-kernel k-steps that share one packing: the strips of a work-item inside M and N */
     const double mt_in = fmin(mt, ceil_div((double)c->m, rs));
@@ -144,7 +151,7 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
      * per K block, but as broadcasts on the micro-kernel's path that wait on them (rated at 3x;
      * at 1024^3 nn the model's former first pick, A in place, ran at 250-257 GFLOP/s by CPU
      * time against 276-296 for the packed default) */
-    if (!c->pa && a_far) step += rs * (kb / 16 * far * 3 + 2) / kb;
+    if (!c->pa && a_far) step += rs * (kb / 16 * FAR * 3 + 2) / kb;
 
     /* The panels in cache: the B panel and a strip of A are read every k-step of a strip (L1),
      * the whole A panel once per strip (L2). */
@@ -155,7 +162,7 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
     /* The K block's C tile is read and written once per K block: a short KC pays it often;
      * from farther out when the work-item's MB x NC block of C and the panels pass the L2. */
     step += rs * nv * 2 / fmin(kc, k);
-    if (panels + 4 * mb * nb * nt > l2) step += rs * nv * split * far / fmin(kc, k);
+    if (panels + 4 * mb * nb * nt > l2) step += rs * nv * split * FAR / fmin(kc, k);
 
     return steps * step / (items_all / rounds_all);
 }

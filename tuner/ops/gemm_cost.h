@@ -40,9 +40,9 @@ typedef struct at_gemm_cpu_cost_in {
  * latency against the accumulators, load ports against broadcasts and vector loads, spills past
  * the registers), the cost of packing per K block (the copies, and operands larger than the
  * L2 read from farther out: a line and, at 4-KiB strides, a page per panel row), strided
- * in-place reads (a new cache line
- * and page per k-step, L1 set conflicts at power-of-two strides), the packed panels against the
- * L1 and L2 sizes, and work-items over the cores. docs/search.md, "GEMM cost model". */
+ * in-place reads (a new cache line and page per k-step, L1 set conflicts at power-of-two
+ * strides), the packed panels against the L1 and L2 sizes, and work-items over the cores.
+ * docs/search.md, "GEMM cost model". */
 double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d);
 
 /* The prior of each of n configs (n * s->nparams values) of a GEMM space already bound to its
