@@ -3,12 +3,14 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static _Thread_local char g_errmsg[4096];
 
@@ -47,6 +49,44 @@ double at_now(void)
 }
 
 int64_t at_unix_time(void) { return (int64_t)time(NULL); }
+
+int at_sched_account(at_sched_acct *out)
+{
+    *out = (at_sched_acct){0, 0, 0};
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir) return 0;
+    const long self = (long)gettid();
+    int ok = 1;
+    char path[64];
+    for (struct dirent *e; ok && (e = readdir(dir));) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/self/task/%.16s/schedstat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue; /* a thread that ended since the listing */
+        unsigned long long run = 0, wait = 0;
+        ok = fscanf(f, "%llu %llu", &run, &wait) == 2;
+        fclose(f);
+        if (strtol(e->d_name, NULL, 10) == self) {
+            out->self_wait = (int64_t)wait;
+        } else {
+            out->run += (int64_t)run;
+            out->wait += (int64_t)wait;
+        }
+    }
+    closedir(dir);
+    return ok;
+}
+
+double at_unloaded_ms(double event_ms, double host_ms, const at_sched_acct *a,
+                      const at_sched_acct *b, int threads)
+{
+    if (threads < 1) return event_ms;
+    const double run = (double)(b->run - a->run) * 1e-6 / threads;
+    const double wait = (double)(b->wait - a->wait) * 1e-6 / threads;
+    const double self = (double)(b->self_wait - a->self_wait) * 1e-6;
+    const double t = host_ms - self - wait;
+    return t > event_ms ? event_ms : t < run ? run : t; /* in [run, event_ms] */
+}
 
 char *at_strdup(const char *s) { return s ? strdup(s) : NULL; }
 

@@ -34,6 +34,23 @@ double at_now(void);
 /* Wall-clock seconds since the epoch. */
 int64_t at_unix_time(void);
 
+/* The scheduler's account of this process's threads (Linux: /proc/self/task/<tid>/schedstat),
+ * nanoseconds so far: on a core and waiting for one (runnable while another process held it),
+ * the calling thread's wait apart. 0 when the kernel keeps no such account. */
+typedef struct {
+    int64_t run, wait; /* every thread but the calling one */
+    int64_t self_wait; /* the calling thread */
+} at_sched_acct;
+int at_sched_account(at_sched_acct *out);
+/* A run on CPU threads timed while other processes load the machine: what it would have taken
+ * on its own. event_ms: its measured time; host_ms: the host's wall time around it (>= event_ms,
+ * the span `a` and `b` were read over); `threads`: the threads that ran it. The waits of those
+ * threads for a core, spread over them, are taken out of the host time (and the calling thread's
+ * own wait after the run), never below their time on a core spread over them (the work itself)
+ * and never above event_ms: on a quiet machine the result is event_ms. */
+double at_unloaded_ms(double event_ms, double host_ms, const at_sched_acct *a,
+                      const at_sched_acct *b, int threads);
+
 /* malloc'd copy / printf; NULL when out of memory. */
 char *at_strdup(const char *s);
 char *at_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,6 +13,7 @@
 #include "tuner/backend.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,26 @@ static void test_open_close(void **state)
 
 /* ---- compile and launch ------------------------------------------------------------------- */
 
+/* A thread that spends 50 ms of its own CPU time, then waits to be told to end. */
+typedef struct {
+    int burnt, done;
+} burner;
+
+static void *burn(void *arg)
+{
+    burner *t = arg;
+    struct timespec ts;
+    double start = -1.0, now = 0.0;
+    do {
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+        if (start < 0) start = now;
+    } while (now - start < 0.05);
+    __atomic_store_n(&t->burnt, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&t->done, __ATOMIC_ACQUIRE)) sched_yield();
+    return NULL;
+}
+
 static void test_vadd_timed(void **state)
 {
     (void)state;
@@ -242,6 +263,39 @@ static void test_vadd_timed(void **state)
     assert_true(r.max_threads >= 1);
     assert_true(r.shared_bytes >= 0);
     B->program_free(p);
+}
+
+/* A CPU device's timing on a loaded machine: the scheduler's waits taken out (at_unloaded_ms),
+ * by the numbers, and the account it reads (at_sched_account) on a thread of this process. */
+static void test_unloaded_time(void **state)
+{
+    (void)state;
+    const at_sched_acct zero = {0, 0, 0};
+    const at_sched_acct quiet = {20000000, 0, 0}; /* 2 threads x 10 ms on a core, no wait */
+    assert_float_equal(at_unloaded_ms(10.0, 10.2, &zero, &quiet, 2), 10.0, 1e-9);
+    /* each thread waited 20 ms for a core: 30 ms of event time is 10.2 of the host's 30.2 */
+    const at_sched_acct loaded = {20000000, 40000000, 0};
+    assert_float_equal(at_unloaded_ms(30.0, 30.2, &zero, &loaded, 2), 10.2, 1e-9);
+    /* the calling thread waited 5 ms for a core after the run: not the run's time */
+    const at_sched_acct late = {20000000, 40000000, 5000000};
+    assert_float_equal(at_unloaded_ms(30.0, 35.0, &zero, &late, 2), 10.0, 1e-9);
+    /* waits beyond the run (threads spinning for work) never take it below its work */
+    const at_sched_acct spin = {20000000, 80000000, 0};
+    assert_float_equal(at_unloaded_ms(30.0, 30.0, &zero, &spin, 2), 10.0, 1e-9);
+    assert_float_equal(at_unloaded_ms(30.0, 30.0, &zero, &loaded, 0), 30.0, 1e-9);
+
+    at_sched_acct a, b;
+    if (!at_sched_account(&a)) skip(); /* a kernel without scheduler statistics */
+    burner t = {0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, burn, &t), 0);
+    while (!__atomic_load_n(&t.burnt, __ATOMIC_ACQUIRE)) sched_yield();
+    assert_true(at_sched_account(&b)); /* while the thread lives: its account is in /proc */
+    __atomic_store_n(&t.done, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    assert_true(b.run - a.run >= 40000000); /* its 50 ms on a core, counted as another thread's */
+    assert_true(b.wait >= a.wait);
+    assert_true(b.self_wait >= a.self_wait);
 }
 
 static void test_compile_error(void **state)
@@ -482,10 +536,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_missing_library),     cmocka_unit_test(test_missing_symbol),
         cmocka_unit_test(test_probe_and_registry),  cmocka_unit_test(test_device_info),
         cmocka_unit_test(test_bad_device),          cmocka_unit_test(test_open_close),
-        cmocka_unit_test(test_vadd_timed),          cmocka_unit_test(test_compile_error),
-        cmocka_unit_test(test_binary_roundtrip),    cmocka_unit_test(test_garbage_binary),
-        cmocka_unit_test(test_invalid_launch),      cmocka_unit_test(test_buffer_offsets),
-        cmocka_unit_test(test_concurrent_compiles), cmocka_unit_test(test_concurrent_launches),
+        cmocka_unit_test(test_vadd_timed),          cmocka_unit_test(test_unloaded_time),
+        cmocka_unit_test(test_compile_error),       cmocka_unit_test(test_binary_roundtrip),
+        cmocka_unit_test(test_garbage_binary),      cmocka_unit_test(test_invalid_launch),
+        cmocka_unit_test(test_buffer_offsets),      cmocka_unit_test(test_concurrent_compiles),
+        cmocka_unit_test(test_concurrent_launches),
     };
     return cmocka_run_group_tests(tests, setup_device, teardown_device);
 }

@@ -393,7 +393,8 @@ struct at_bdev {
     cl_context ctx;
     cl_command_queue queue;
     bool borrowed;     /* ctx and queue are the caller's (open_native): retained, not made */
-    char version[768]; /* compiler_version() */
+    int cpu_threads;   /* a CPU device: the threads that run its kernels; else 0 */
+    char version[768]; /* facts_of() */
 };
 
 struct at_bprog {
@@ -414,9 +415,15 @@ static void ocl_close(at_bdev *d)
     free(d);
 }
 
-/* d->version: the platform, driver and device versions (part of the binaries' key). */
-static void compiler_version_of(at_bdev *d)
+/* What an open device keeps of its facts: the threads of a CPU device (its compute units, the
+ * worker threads of PoCL's pthread device), and d->version, the platform, driver and device
+ * versions (part of the binaries' key). */
+static void facts_of(at_bdev *d)
 {
+    cl_device_type type = 0;
+    if (cl.clGetDeviceInfo(d->device, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+        (type & CL_DEVICE_TYPE_CPU))
+        d->cpu_threads = (int)dev_uint(d->device, CL_DEVICE_MAX_COMPUTE_UNITS);
     char pver[256], drv[128], dver[256];
     plat_str(d->platform, CL_PLATFORM_VERSION, pver, sizeof pver);
     dev_str(d->device, CL_DRIVER_VERSION, drv, sizeof drv);
@@ -445,7 +452,7 @@ static at_status ocl_open(int idx, at_bdev **out)
         ocl_close(d);
         return ocl_fail(AT_ERR_NO_DEVICE, "clCreateCommandQueue", err);
     }
-    compiler_version_of(d);
+    facts_of(d);
     *out = d;
     return AT_OK;
 }
@@ -489,7 +496,7 @@ static at_status ocl_open_native(void *context, void *queue, int *idx, at_bdev *
         return ocl_fail(AT_ERR_INVALID_ARG, "clRetainCommandQueue", err);
     }
     d->queue = q;
-    compiler_version_of(d);
+    facts_of(d);
     *out = d;
     return AT_OK;
 }
@@ -695,6 +702,12 @@ static at_status ocl_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t
                        "launch: %zu bytes of dynamic shared memory (a CUDA feature) on OpenCL",
                        shared_bytes);
     cl_command_queue q = stream ? (cl_command_queue)stream : d->queue;
+    /* A CPU device shares its cores with whatever else runs: on a loaded machine its event time
+     * holds the time other processes took the cores from it, and the tuner would time the load.
+     * The scheduler counts that wait per thread; at_unloaded_ms takes it out. */
+    at_sched_acct acct0, acct1;
+    const bool unload = ms && d->cpu_threads > 0 && at_sched_account(&acct0);
+    const double host0 = at_now();
     cl_event ev = NULL;
     cl_int err = CL_SUCCESS;
     char buf[32];
@@ -730,15 +743,20 @@ static at_status ocl_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t
 
     at_status s = AT_OK;
     cl_ulong t0 = 0, t1 = 0;
-    if ((err = cl.clWaitForEvents(1, &ev)) != CL_SUCCESS)
+    err = cl.clWaitForEvents(1, &ev);
+    const double host_ms = (at_now() - host0) * 1e3;
+    const bool unloaded = unload && at_sched_account(&acct1);
+    if (err != CL_SUCCESS)
         s = ocl_fail(AT_ERR_LAUNCH, "clWaitForEvents (kernel execution)", err);
     else if ((err = cl.clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0,
                                                NULL)) != CL_SUCCESS ||
              (err = cl.clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1,
                                                NULL)) != CL_SUCCESS)
         s = ocl_fail(AT_ERR_LAUNCH, "clGetEventProfilingInfo (queue without profiling?)", err);
-    else
+    else {
         *ms = t1 > t0 ? (double)(t1 - t0) * 1e-6 : 0.0;
+        if (unloaded) *ms = at_unloaded_ms(*ms, host_ms, &acct0, &acct1, d->cpu_threads);
+    }
     cl.clReleaseEvent(ev);
     return s;
 }
