@@ -1,6 +1,7 @@
 /* cuda_tma.h — Hopper (sm_90) bulk tensor copies (TMA) and the shared-memory mbarriers they
  * complete on, for the CUDA templates: the pieces of a TMA-fed ring (docs/cuda.md, "What remains
- * of part 2"). Needs at_saddr (cuda_async.h) included first.
+ * of part 2") and of the TMA-store epilogue (its bulk groups). Needs at_saddr (cuda_async.h)
+ * included first.
  *
  * Protocol of a ring of STAGES stages with barriers full[s] (1 arrival: the producer's
  * arrive.expect_tx, then the copies' bytes) and empty[s] (one arrival per consumer): K tile t
