@@ -309,7 +309,7 @@ void st_shared(unsigned dst, const void *src, unsigned bytes)
         for (const auto &r : blk->store_reads)
             if (dst < r.second && dst + bytes > r.first) {
                 violation("st.shared over the source of a TMA store that has not read it "
-                          "(a missing cp.async.bulk.wait_group.read)");
+                          "(no cp.async.bulk.wait_group.read, or no barrier after it)");
                 break;
             }
     }
