@@ -4,7 +4,7 @@
  * gemm_wgmma.cu.
  *
  * A host emulation defines AT_PTX_EMULATE and its own at_saddr, at_smem_addr, at_cp_async16,
- * at_cp_commit, at_cp_wait and at_st_shared16 before including a template
+ * at_cp_commit, at_cp_wait, at_st_shared16 and at_st_shared32 before including a template
  * (tests/unit/wgmma_emu/emu.h); at_stage_chunk16 and at_stage_tile then run on them unchanged. */
 #ifndef AT_CUDA_ASYNC_H
 #define AT_CUDA_ASYNC_H
@@ -44,6 +44,11 @@ INLINE void at_st_shared16(const at_saddr dst, const unsigned w0, const unsigned
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w0), "r"(w1), "r"(w2),
                  "r"(w3)
                  : "memory");
+}
+/* One 32-bit word (two 16-bit elements) to shared memory at dst (4-byte aligned). */
+INLINE void at_st_shared32(const at_saddr dst, const unsigned w)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dst), "r"(w) : "memory");
 }
 #endif /* AT_PTX_EMULATE */
 

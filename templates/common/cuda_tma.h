@@ -1,6 +1,7 @@
 /* cuda_tma.h — Hopper (sm_90) bulk tensor copies (TMA) and the shared-memory mbarriers they
  * complete on, for the CUDA templates: the pieces of a TMA-fed ring (docs/cuda.md, "What remains
- * of part 2"). Needs at_saddr (cuda_async.h) included first.
+ * of part 2") and of the TMA-store epilogue (its bulk groups). Needs at_saddr (cuda_async.h)
+ * included first.
  *
  * Protocol of a ring of STAGES stages with barriers full[s] (1 arrival: the producer's
  * arrive.expect_tx, then the copies' bytes) and empty[s] (one arrival per consumer): K tile t
@@ -67,6 +68,34 @@ INLINE void at_tma_load_2d(const at_saddr dst, const at_tmap *map, const int c0,
                  " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
                  "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
                  : "memory");
+}
+
+/* The TMA store (the reverse copy): the box of the 2-D tensor map at coordinates (c0
+ * innermost, c1) from shared memory at src (laid out and swizzled as at_tma_load_2d lands it;
+ * src aligned to 1024 bytes for a swizzled map), elements outside the tensor not written. The
+ * shared memory must have been written through the generic proxy before a
+ * fence.proxy.async.shared::cta of each writer and a barrier. Issued by one thread; the copy
+ * joins this thread's open bulk group (at_bulk_commit). */
+INLINE void at_tma_store_2d(const at_tmap *map, const int c0, const int c1, const at_saddr src)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+            (unsigned long long)map),
+        "r"(c0), "r"(c1), "r"(src)
+        : "memory");
+}
+/* Closes this thread's group of bulk copies (stores); at_bulk_wait_read<N> waits until at most
+ * N of its groups still read their shared source (the buffer may then be written again),
+ * at_bulk_wait<N> until at most N are still in flight at all (their global writes done: before
+ * the block exits, as its shared memory goes away). */
+INLINE void at_bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> INLINE void at_bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N> INLINE void at_bulk_wait()
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 /* Warp specialization: the executing warpgroup's per-thread register budget rises (inc) or

@@ -49,7 +49,12 @@
  * Epilogue: straight from the accumulator fragments (m64nNk16 D layout: register r of thread t
  * is row 16*(t/32) + (t%32)/4 + 8*((r/2)%2), column 8*(r/4) + 2*(t%4) + r%2) to global memory,
  * column pairs with 32-bit accesses when C allows; alpha/beta in f32, C not read when
- * beta == 0, rows/columns past M/N skipped.
+ * beta == 0, rows/columns past M/N skipped. With STORE = 1 and beta == 0 the tile goes
+ * through shared memory and the TMA instead (at_store_tile): the accumulators, alpha applied and
+ * rounded, are written in the layout of the C tensor map's boxes, {64 columns, BM rows} with the
+ * 128B swizzle (conflict-free 32-bit stores), into a buffer of their own after the ring, and one
+ * thread stores the boxes with cp.async.bulk.tensor; the TMA clips them at M and N. beta != 0
+ * keeps the register epilogue (a uniform run-time branch; docs/cuda.md says why).
  *
  * Split-K (SPLITK > 1): block z of the grid's third dimension takes K tiles
  * [z*KTS, (z+1)*KTS), KTS = ceil(ceil(K/BK)/SPLITK), and the kernel takes one more argument,
@@ -73,6 +78,9 @@
  *           drains per tile (a barrier before the next tile's first copies); with LOAD = 1, 2
  *           the ring positions and barrier phases run on across tiles, so the producer loads
  *           the next tile's first stages while the consumers finish this one. Not with SPLITK.
+ *   STORE   1: the TMA-store epilogue above (LOAD >= 1, not SWAP: TMA has no transpose, not
+ *           SPLITK), a third tensor map `tma_c` after the others, BM*BN*2 + 1024 more bytes of
+ *           shared memory (the barriers' kilobyte, then the C buffer).
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
  * exchanged with SWAP; PERSIST: [min(tiles, SMs) * local0, 1, 1]), dynamic shared memory
@@ -121,8 +129,14 @@
 #ifndef PERSIST
 #define PERSIST 0 /* 1: a persistent grid, each block taking tiles b, b + grid, ... (at_sched) */
 #endif
+#ifndef STORE
+#define STORE 0 /* 1: the epilogue stores C through shared memory with TMA (at_store_tile) */
+#endif
 #if PERSIST && SPLITK > 1
 #error "PERSIST with split-K is not supported (the space constrains it out)"
+#endif
+#if STORE && (LOAD == 0 || SWAP || SPLITK > 1)
+#error "STORE needs LOAD >= 1, and neither SWAP nor split-K (the space constrains them out)"
 #endif
 #include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
@@ -557,6 +571,46 @@ template <typename F> INLINE void at_for_pairs(const int tid, F f)
                   nt * WN + (r / 4) * 8 + (lane % 4) * 2);
 }
 
+#if STORE
+/* ---- the TMA-store epilogue (STORE = 1) --------------------------------------------------- */
+
+/* The C buffer: after the ring and the kilobyte that holds its barriers (16 * STAGES bytes),
+ * so 1024-byte aligned as the 128B swizzle needs. BN/64 boxes of {64 columns, BM rows}, box jb at
+ * jb * BM * 128: the layout of a K-major tile of BM rows with 64 "k" per swizzled row, so
+ * element (i, j) of the block tile is at at_off_k<BM, 64>(i, j) (its low bits pass the
+ * swizzle unchanged). A warp's 32-bit stores of one register pair cover 8 rows x 16 bytes,
+ * which the swizzle puts in 8 different 16-byte bank groups: no conflict. */
+#define AT_CBUF(ring) ((ring) + STAGES * STAGE_BYTES + 1024)
+static_assert(16 * STAGES <= 1024, "the ring's barriers fit before the C buffer");
+static_assert(BN % 64 == 0, "whole 64-column boxes of C");
+
+/* The block tile at (bm, bn) of C = alpha * acc through the buffer at cbuf and the tensor map
+ * of C ({N, M}, box {64, BM}, 128B swizzle), by the CONSUMERS threads. Thread 0 issues the
+ * stores and owns their bulk group: it first waits until the previous tile's stores have read
+ * the buffer (PERSIST), and the kernel waits for the last ones before it exits. */
+INLINE void at_store_tile(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_c, const at_saddr cbuf,
+                          const int bm, const int bn, const int kn, const float alpha,
+                          const int tid)
+{
+    if (tid == 0) at_bulk_wait_read<0>(); /* the buffer is free */
+    at_bar_sync<1, CONSUMERS>();          /* ... for everyone (the producer may have left) */
+    at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
+        const unsigned v = (unsigned)at_from_f32(alpha * acc[mt][nt][r]) |
+                           ((unsigned)at_from_f32(alpha * acc[mt][nt][r + 1]) << 16);
+        at_st_shared32(cbuf + at_off_k<BM, 64>(i, j), v);
+    });
+    at_fence_proxy_async();      /* this thread's writes are visible to the TMA (async proxy) */
+    at_bar_sync<1, CONSUMERS>(); /* ... everyone's */
+    if (tid == 0) {
+        AT_UNROLL(BN / 64)
+        for (int jb = 0; jb < BN / 64; ++jb)
+            if (!KEDGE_N || bn + 64 * jb < kn) /* a box wholly past N stores nothing */
+                at_tma_store_2d(&tma_c, bn + 64 * jb, bm, cbuf + jb * (BM * 128));
+        at_bulk_commit();
+    }
+}
+#endif
+
 /* *p = v (+ beta * *p) */
 INLINE void at_store1(unsigned short *p, float v, const float beta)
 {
@@ -614,6 +668,10 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
 #if LOAD >= 1
                        ,
                        const AT_GRID_CONSTANT at_tmap tma_a, const AT_GRID_CONSTANT at_tmap tma_b
+#endif
+#if STORE
+                       ,
+                       const AT_GRID_CONSTANT at_tmap tma_c
 #endif
 )
 {
@@ -747,10 +805,19 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
         });
         if (tid == 0) at_count_reset(count);
 #else
+#if STORE
+        if (beta == 0.0f) { /* uniform: every tile of the launch takes the same epilogue */
+            at_store_tile(acc, tma_c, AT_CBUF(ring), bm, bn, kn, alpha, tid);
+            continue;
+        }
+#endif
         at_for_pairs(tid, [&](int mt, int nt, int r, int i, int j) {
             at_store_pair(C, ldc, km, kn, bm + i, bn + j, alpha * acc[mt][nt][r],
                           alpha * acc[mt][nt][r + 1], beta, cvec);
         });
 #endif
     }
+#if STORE
+    if (tid == 0) at_bulk_wait<0>(); /* the stores are done before the shared memory goes */
+#endif
 }

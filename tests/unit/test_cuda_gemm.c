@@ -1,7 +1,8 @@
 /* test_cuda_gemm.c — the portable GEMM template compiles with NVRTC for real CUDA targets
  * without a GPU (a spread of its space per target, every layout and edge pattern), candidates
  * are rejected by their compiler-reported resources, and gemm_wgmma's TMA configurations (LOAD 1,
- * 2) get the tensor maps the emulator's kernels run on and compile, as do the split-K and
+ * 2, and STORE's map of C) get the tensor maps the emulator's kernels run on and compile, as do
+ * the split-K and
  * persistent parts of the tensor-core spaces. Without NVRTC the rest runs and the program exits
  * 77 (ctest: skipped). */
 #define _GNU_SOURCE
@@ -187,10 +188,10 @@ static void test_splitk_compiles(void **state)
 
 /* ---- gemm_wgmma's tensor maps (LOAD 1, 2) ------------------------------------------------- */
 
-/* The two maps tests/unit/wgmma_emu/instance.cpp builds for the emulated kernel of config i (in
+/* The maps tests/unit/wgmma_emu/instance.cpp builds for the emulated kernel of config i (in
  * the kernel's view: with SWAP its A is the problem's B), as descriptions of the problem's
- * buffers (role 0 = A, 1 = B). */
-static void emulator_maps(const bound *b, size_t i, at_tmap_desc want[2])
+ * buffers (role 0 = A, 1 = B, 2 = C): A's and B's, then C's when STORE. Returns how many. */
+static int emulator_maps(const bound *b, size_t i, at_tmap_desc want[3])
 {
     const at_gemm_problem *p = &b->p;
     const int ta = p->layout == AT_LAYOUT_TN || p->layout == AT_LAYOUT_TT,
@@ -238,6 +239,11 @@ static void emulator_maps(const bound *b, size_t i, at_tmap_desc want[2])
                                    1};
     want[0].buffer = SWAP ? 1 : 0;
     want[1].buffer = SWAP ? 0 : 1;
+    if (!value_of(b, i, "STORE")) return 2;
+    /* instance.cpp: {n, m, ldc*2, 64, BM, 128} (never SWAP) */
+    want[2] = (at_tmap_desc){
+        (uint64_t)p->n, (uint64_t)p->m, (uint64_t)p->n * 2, {64, (uint32_t)BM}, 128, 2, dt, 1};
+    return 3;
 }
 
 static void assert_desc(const at_tmap_desc *got, const at_tmap_desc *want, const char *config)
@@ -269,9 +275,11 @@ static at_status fake_encode(at_bdev *d, const at_tmap_desc *t, const void *hand
 }
 
 /* Every valid config of gemm_wgmma for the problem: LOAD 0 passes no map, LOAD 1 and 2 pass two,
- * exactly the emulator's, encoded with the exact cuTensorMapEncodeTiled call, and built into the
- * launch's arguments after the others. Returns how many configs had LOAD > 0. */
-static size_t check_maps(at_dtype dtype, at_layout layout, int64_t m, int64_t n, int64_t k)
+ * and STORE 1 a third (C's), exactly the emulator's, encoded with the exact
+ * cuTensorMapEncodeTiled call, and built into the launch's arguments after the others. Returns
+ * how many configs had LOAD > 0; *nstore (when given) counts those with STORE. */
+static size_t check_maps(at_dtype dtype, at_layout layout, int64_t m, int64_t n, int64_t k,
+                         size_t *nstore)
 {
     bound b;
     bind_open(&b, "gemm_wgmma", "sm_90a", dtype, layout, m, n, k);
@@ -281,14 +289,15 @@ static size_t check_maps(at_dtype dtype, at_layout layout, int64_t m, int64_t n,
     fake.encode_tensor_map = fake_encode;
     void *handles[3] = {(void *)0x100000, (void *)0x200000, (void *)0x300000};
     static const int ws_token = 1;
-    size_t ntma = 0, nswap = 0;
+    size_t ntma = 0, nswap = 0, nst = 0;
     for (size_t i = 0; i < b.n; i++) {
         const int64_t *cfg = b.cfgs + i * s->nparams;
         char config[512];
         at_config_format(s, cfg, config, sizeof config);
         at_tmap_desc maps[AT_MAX_ARGS];
         assert_int_equal(at_args_maps(s, cfg, &prob, maps), AT_OK);
-        at_tmap_desc want[2], got[AT_MAX_ARGS];
+        at_tmap_desc want[3], got[AT_MAX_ARGS];
+        int nwant = 0;
         size_t np = 0;
         for (size_t a = 0; a < s->nargs; a++)
             if (maps[a].present) got[np++] = maps[a];
@@ -298,9 +307,10 @@ static size_t check_maps(at_dtype dtype, at_layout layout, int64_t m, int64_t n,
         } else {
             ntma++;
             nswap += value_of(&b, i, "SWAP") != 0;
-            assert_int_equal(np, 2);
-            emulator_maps(&b, i, want);
-            for (int j = 0; j < 2; j++) {
+            nwant = emulator_maps(&b, i, want);
+            nst += nwant == 3;
+            assert_int_equal(np, nwant);
+            for (int j = 0; j < nwant; j++) {
                 assert_desc(&got[j], &want[j], config);
                 /* the driver call, and the hardware's alignment rule */
                 at_cu_tmap_call c;
@@ -330,9 +340,9 @@ static size_t check_maps(at_dtype dtype, at_layout layout, int64_t m, int64_t n,
                                        splitk > 1 ? &ws_token : NULL, &src, &args),
                          AT_OK);
         const size_t base = 11 + (splitk > 1);
-        assert_int_equal(args.n, base + (load ? 2 : 0));
-        assert_int_equal(g_encoded, load ? 2 : 0);
-        for (int j = 0; load && j < 2; j++) {
+        assert_int_equal(args.n, base + (size_t)nwant);
+        assert_int_equal(g_encoded, nwant);
+        for (int j = 0; j < nwant; j++) {
             assert_int_equal(args.a[base + j].size, AT_TMAP_BYTES);
             assert_int_equal(((const unsigned char *)args.a[base + j].ptr)[0], 0xa1 + j);
             assert_ptr_equal(g_enc_handle[j], handles[want[j].buffer]);
@@ -340,9 +350,11 @@ static size_t check_maps(at_dtype dtype, at_layout layout, int64_t m, int64_t n,
         }
     }
     if (getenv("AT_TEST_VERBOSE"))
-        printf("%s %s %lldx%lldx%lld: %zu configs, %zu with TMA (%zu SWAP)\n", at_dtype_name(dtype),
-               at_layout_name(layout), (long long)m, (long long)n, (long long)k, b.n, ntma, nswap);
+        printf("%s %s %lldx%lldx%lld: %zu configs, %zu with TMA (%zu SWAP, %zu STORE)\n",
+               at_dtype_name(dtype), at_layout_name(layout), (long long)m, (long long)n,
+               (long long)k, b.n, ntma, nswap, nst);
     bind_close(&b);
+    if (nstore) *nstore = nst;
     return ntma;
 }
 
@@ -350,18 +362,23 @@ static void test_tma_maps(void **state)
 {
     (void)state;
     AT_TEST_NEED(g_no_nvrtc); /* open_target loads NVRTC */
-    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 1024, 1000, 1000) > 0);
-    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_TN, 512, 520, 256) > 0);
-    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NT, 256, 512, 136) > 0);
-    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_TT, 40, 1000, 256) > 0); /* SWAP too */
-    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 16, 4096, 512) > 0);
-    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_NT, 16, 4096, 512) > 0);
+    size_t nstore = 0;
+    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 1024, 1000, 1000, &nstore) > 0);
+    assert_true(nstore > 0); /* STORE: C's rows of 1000 halves are 16-byte multiples */
+    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_TN, 512, 520, 256, NULL) > 0);
+    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NT, 256, 512, 136, NULL) > 0);
+    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_TT, 40, 1000, 256, NULL) > 0); /* SWAP too */
+    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 16, 4096, 512, NULL) > 0);
+    assert_true(check_maps(AT_DTYPE_F16, AT_LAYOUT_NT, 16, 4096, 512, NULL) > 0);
+    /* n = 1004: A's and B's rows map, C's (ldc = n) do not: TMA loads, no STORE */
+    assert_true(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NT, 512, 1004, 256, &nstore) > 0);
+    assert_int_equal(nstore, 0);
     /* rows of 1001 halves are not 16-byte multiples: no tensor map, no LOAD > 0 */
-    assert_int_equal(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 64, 64, 1001), 0);
+    assert_int_equal(check_maps(AT_DTYPE_BF16, AT_LAYOUT_NN, 64, 64, 1001, NULL), 0);
 }
 
-/* A few TMA configurations (LOAD 1 and 2 alternate in the spread), SWAP among them, compile
- * with NVRTC for sm_90a: no spill, no serialized wgmma. */
+/* A few TMA configurations (LOAD 1 and 2 alternate in the spread), SWAP and STORE among them,
+ * compile with NVRTC for sm_90a: no spill, no serialized wgmma. */
 static void test_tma_compiles(void **state)
 {
     (void)state;
@@ -372,6 +389,9 @@ static void test_tma_compiles(void **state)
                   NULL, 0, NULL, 2);
     compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_F16, AT_LAYOUT_NT, 16, 4096, 512, "LOAD", 2,
                   "SWAP", 1, NULL, 1);
+    /* the TMA store (STORE), with every edge: its epilogue and buffer on top of the ring */
+    compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_F16, AT_LAYOUT_TN, 1000, 1000, 776, "STORE", 1,
+                  NULL, 0, NULL, 2);
     /* the defaults that put the loaders first in every tuning run (8192^3: GROUP_M 8 valid) */
     bound b;
     bind_open(&b, "gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 8192, 8192, 8192);
@@ -387,7 +407,7 @@ static void test_tma_compiles(void **state)
         if (!at_space_valid(s, cfg, why, sizeof why)) fail_msg("a TMA default: %s", why);
         compile_fits(&b, cfg, "default");
     }
-    assert_int_equal(ntma, 4);
+    assert_int_equal(ntma, 5);
     bind_close(&b);
 }
 

@@ -95,6 +95,7 @@ at_status at_gemm_bind(const at_gemm_problem *g, at_space *s)
      * 16-byte aligned, and its row stride comes from them. */
     if (at_space_has_problem(s, "lda")) AT_TRY(at_space_set(s, "lda", lda));
     if (at_space_has_problem(s, "ldb")) AT_TRY(at_space_set(s, "ldb", ldb));
+    if (at_space_has_problem(s, "ldc")) AT_TRY(at_space_set(s, "ldc", ldc));
     return AT_OK;
 }
 

@@ -16,6 +16,12 @@
  * spread over the warpgroup's threads) and warp shuffles meet at per-warpgroup and per-warp
  * barriers. mbarriers (phases, pending arrivals, transaction bytes) and TMA box copies (swizzle,
  * zero fill) complete at issue or only when a thread waits on their barrier, by the same mode.
+ * TMA stores (cp.async.bulk.tensor, shared to global) read shared memory and write global
+ * memory at issue, or only at the bulk wait_group.read and wait_group that the issuing thread
+ * runs (the source read at .read, the global write at the full wait), by the same mode; their
+ * box is clipped at the tensor's bounds. Shared memory written with st.shared and not yet
+ * published by the writer's fence.proxy.async is an error for a store that reads it, and so is
+ * a shared write over the source of a store that has not read it yet.
  * Included once per kernel instance, before the template, with the tuning parameters
  * defined. */
 #ifndef AT_WGMMA_EMU_H
@@ -59,8 +65,24 @@ struct mbar {
     std::vector<tma_op> queued;
 };
 
+/* A TMA store: the box at (c0, c1) of the map from shared memory at src; its bytes once read
+ * (copies at wait: at the issuer's wait_group.read), written to global memory at wait_group. */
+struct store_op {
+    tmap map;
+    int c0, c1;
+    unsigned src;
+    std::vector<unsigned char> data;
+    bool read;
+};
+
 struct block {
     std::vector<unsigned char> smem; /* the block's shared memory; address = offset */
+    /* per byte of smem: written by st.shared and not yet fenced (fence.proxy.async) by its
+     * writer; sized like smem by the instance that uses TMA stores */
+    std::vector<unsigned char> unfenced;
+    /* the shared ranges [first, second) of TMA stores issued and not yet read */
+    std::mutex store_mu;
+    std::vector<std::pair<unsigned, unsigned>> store_reads;
     std::mutex mbar_mu;
     std::map<unsigned, mbar> mbars; /* by shared address */
     /* start addresses of the operands of MMAs issued and not yet performed (MMAs at wait):
@@ -106,6 +128,9 @@ extern thread_local std::vector<cp_op> cp_open;
 extern thread_local std::vector<std::vector<mma_op>> mma_groups;
 extern thread_local std::vector<mma_op> mma_open;
 extern thread_local unsigned last_wait; /* the barrier this thread waited on last */
+extern thread_local std::vector<std::vector<store_op>> bulk_groups; /* TMA stores, committed */
+extern thread_local std::vector<store_op> bulk_open;
+extern thread_local std::vector<unsigned> unfenced_words; /* st.shared since the last fence */
 
 void violation(const char *what);
 unsigned char *smem_at(unsigned addr, unsigned bytes); /* bounds-checked */
@@ -116,7 +141,11 @@ void mbar_init(unsigned bar, unsigned count);
 void mbar_arrive(unsigned bar, unsigned tx_bytes); /* one arrival, expecting tx_bytes more */
 void mbar_wait(unsigned bar, unsigned parity);
 void tma_load(const tma_op &op);
-void mma_queue(mma_op m); /* an MMA performed at its wait */
+void mma_queue(mma_op m);                                      /* an MMA performed at its wait */
+void st_shared(unsigned dst, const void *src, unsigned bytes); /* generic-proxy shared store */
+void fence_proxy_async();                                      /* fence.proxy.async.shared::cta */
+void tma_store(const store_op &op);
+void bulk_wait(int n, bool read_only); /* cp.async.bulk.wait_group[.read] n */
 void bar_sync(int id, int n);
 float shfl_xor(float v, int mask);
 
@@ -182,7 +211,8 @@ INLINE void at_st_shared16(at_saddr dst, unsigned w0, unsigned w1, unsigned w2, 
     const unsigned w[4] = {w0, w1, w2, w3};
     memcpy(at_emu::smem_at(dst, 16), w, 16);
 }
-INLINE void at_fence_proxy_async() {}
+INLINE void at_st_shared32(at_saddr dst, unsigned w) { at_emu::st_shared(dst, &w, 4); }
+INLINE void at_fence_proxy_async() { at_emu::fence_proxy_async(); }
 INLINE void at_fence_reg(float &) {}
 INLINE void at_fence_reg(unsigned &) {}
 INLINE void at_wgmma_fence() {}
@@ -228,6 +258,13 @@ INLINE void at_tma_load_2d(at_saddr dst, const at_tmap *map, int c0, int c1, at_
 {
     at_emu::tma_load({dst, bar, *map, c0, c1});
 }
+INLINE void at_tma_store_2d(const at_tmap *map, int c0, int c1, at_saddr src)
+{
+    at_emu::tma_store({*map, c0, c1, src, {}, false});
+}
+INLINE void at_bulk_commit() { at_emu::commit(at_emu::bulk_groups, at_emu::bulk_open); }
+template <int N> INLINE void at_bulk_wait_read() { at_emu::bulk_wait(N, true); }
+template <int N> INLINE void at_bulk_wait() { at_emu::bulk_wait(N, false); }
 INLINE float at_shfl_xor(float v, int mask) { return at_emu::shfl_xor(v, mask); }
 INLINE float at_exp2(float x) { return std::exp2(x); }
 INLINE float at_log2(float x) { return std::log2(x); }

@@ -20,8 +20,14 @@ void run(const at_emu_args &a)
     const int groups[3] = {PERSIST ? std::min(gx * gy, a.sms) : gx, PERSIST ? 1 : gy, SPLITK};
     std::barrier<> bar(THREADS);
     at_emu::block b;
-    /* the launch's bytes (the ring, its alignment, LOAD's barriers), + 16 static */
-    b.smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 + (LOAD >= 1 ? 16 * STAGES : 0) + 16);
+    /* the launch's bytes (the ring, its alignment, LOAD's barriers; STORE: their kilobyte and
+     * the C buffer), + 16 static */
+    b.smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 +
+                  (STORE       ? 1024 + BM * BN * 2
+                   : LOAD >= 1 ? 16 * STAGES
+                               : 0) +
+                  16);
+    if (STORE) b.unfenced.assign(b.smem.size(), 0); /* st.shared not yet fenced: none */
 #if LOAD >= 1
     /* the tensor maps the host would build, in the kernel's view (docs/cuda.md) */
     const unsigned short *ka = SWAP ? a.B : a.A, *kb = SWAP ? a.A : a.B;
@@ -30,6 +36,10 @@ void run(const at_emu_args &a)
                               : at_tmap{ka, a.k, km, klda * 2LL, KSW, BM, 2, KSW * 2};
     const at_tmap tma_b = KTB ? at_tmap{kb, a.k, kn, kldb * 2LL, KSW, BN, 2, KSW * 2}
                               : at_tmap{kb, kn, a.k, kldb * 2LL, 64, BK, 2, 128};
+#endif
+#if STORE
+    /* C: {N, M} in boxes of {64, BM}, 128B swizzle (not with SWAP) */
+    const at_tmap tma_c = {a.C, a.n, a.m, a.ldc * 2LL, 64, BM, 2, 128};
 #endif
     b.bar = &bar;
     std::vector<std::thread> threads;
@@ -43,6 +53,8 @@ void run(const at_emu_args &a)
                         if (t == 0) {
                             /* 0xffff is NaN in f16 and bf16: unwritten shared memory shows */
                             std::fill(b.smem.begin(), b.smem.end(), (unsigned char)0xff);
+                            std::fill(b.unfenced.begin(), b.unfenced.end(), (unsigned char)0);
+                            b.store_reads.clear();
                             b.group[0] = x, b.group[1] = y, b.group[2] = z;
                             for (int d = 0; d < 3; d++) b.groups[d] = groups[d];
                         }
@@ -57,10 +69,19 @@ void run(const at_emu_args &a)
                                    ,
                                    tma_a, tma_b
 #endif
+#if STORE
+                                   ,
+                                   tma_c
+#endif
                         );
                         if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty() ||
-                            !at_emu::mma_groups.empty() || !at_emu::mma_open.empty())
-                            at_emu::violation("a thread left with copies or MMAs in flight");
+                            !at_emu::mma_groups.empty() || !at_emu::mma_open.empty() ||
+                            !at_emu::bulk_groups.empty() || !at_emu::bulk_open.empty())
+                            at_emu::violation("a thread left with copies, MMAs or TMA stores in "
+                                              "flight");
+                        at_emu::bulk_groups.clear();
+                        at_emu::bulk_open.clear();
+                        at_emu::unfenced_words.clear();
                         at_emu::cp_groups.clear();
                         at_emu::mma_groups.clear();
                         at_emu::mma_open.clear();
@@ -71,7 +92,7 @@ void run(const at_emu_args &a)
 }
 
 const at_emu_kernel self = {BM, BN, BK,      WN,   WGS,  STAGES,  SPLITK, TA,
-                            TB, DT, GROUP_M, SWAP, LOAD, PERSIST, run};
+                            TB, DT, GROUP_M, SWAP, LOAD, PERSIST, STORE,  run};
 const bool registered = at_emu_register(&self);
 
 } // namespace

@@ -22,6 +22,9 @@ thread_local std::vector<cp_op> cp_open;
 thread_local std::vector<std::vector<mma_op>> mma_groups;
 thread_local std::vector<mma_op> mma_open;
 thread_local unsigned last_wait = ~0u;
+thread_local std::vector<std::vector<store_op>> bulk_groups;
+thread_local std::vector<store_op> bulk_open;
+thread_local std::vector<unsigned> unfenced_words;
 static std::mutex fail_mu;
 
 void violation(const char *what)
@@ -293,6 +296,113 @@ void mbar_wait(unsigned bar, unsigned parity)
         }
         std::this_thread::yield();
     }
+}
+
+/* ---- TMA stores (PTX ISA "cp.async.bulk.tensor", "cp.async.bulk.wait_group", the proxy
+ * fence of "Memory Consistency Model: proxies") ---- */
+
+void st_shared(unsigned dst, const void *src, unsigned bytes)
+{
+    if (dst % bytes) violation("st.shared: misaligned");
+    {
+        std::lock_guard<std::mutex> g(blk->store_mu);
+        for (const auto &r : blk->store_reads)
+            if (dst < r.second && dst + bytes > r.first) {
+                violation("st.shared over the source of a TMA store that has not read it "
+                          "(no cp.async.bulk.wait_group.read, or no barrier after it)");
+                break;
+            }
+    }
+    memcpy(smem_at(dst, bytes), src, bytes);
+    if (blk->unfenced.size() >= (size_t)dst + bytes) {
+        for (unsigned b = 0; b < bytes; b++) blk->unfenced[dst + b] = 1;
+        unfenced_words.push_back(dst);
+    }
+}
+
+/* The writer's st.shared become visible to the async proxy (the TMA's reads); each thread
+ * clears only its own marks. */
+void fence_proxy_async()
+{
+    for (unsigned a : unfenced_words)
+        if (blk->unfenced.size() >= (size_t)a + 4) memset(&blk->unfenced[a], 0, 4);
+    unfenced_words.clear();
+}
+
+static unsigned store_bytes(const tmap &m) { return (unsigned)(m.box0 * m.box1 * m.esize); }
+
+/* The store's read of its shared source: row r, element c of the box from
+ * src + (r * box0 + c) * esize, swizzled as tma_perform writes a load. */
+static void store_read(store_op &op)
+{
+    const tmap &m = op.map;
+    op.data.resize(store_bytes(m));
+    for (int r = 0; r < m.box1; r++)
+        for (int c = 0; c < m.box0; c++) {
+            const unsigned o = (unsigned)((r * m.box0 + c) * m.esize);
+            unsigned addr = op.src + o;
+            if (m.swizzle) addr ^= ((addr >> 7) & (unsigned)(m.swizzle / 16 - 1)) << 4;
+            memcpy(&op.data[o], smem_at(addr, (unsigned)m.esize), (size_t)m.esize);
+        }
+    op.read = true;
+    std::lock_guard<std::mutex> g(blk->store_mu);
+    auto it = std::find(blk->store_reads.begin(), blk->store_reads.end(),
+                        std::make_pair(op.src, op.src + store_bytes(m)));
+    if (it != blk->store_reads.end()) blk->store_reads.erase(it);
+}
+
+/* ... and its global write: tensor element (c0 + c, c1 + r), only inside the tensor. */
+static void store_write(const store_op &op)
+{
+    const tmap &m = op.map;
+    for (int r = 0; r < m.box1; r++)
+        for (int c = 0; c < m.box0; c++) {
+            const int x = op.c0 + c, y = op.c1 + r;
+            if (x < 0 || x >= m.dim0 || y < 0 || y >= m.dim1) continue;
+            memcpy((unsigned char *)m.base + y * m.stride1 + (long long)x * m.esize,
+                   &op.data[(size_t)(r * m.box0 + c) * m.esize], (size_t)m.esize);
+        }
+}
+
+void tma_store(const store_op &op0)
+{
+    store_op op = op0;
+    const tmap &m = op.map;
+    const unsigned bytes = store_bytes(m);
+    if ((op.src & 127) || (m.swizzle && (op.src & 1023)))
+        violation("cp.async.bulk.tensor store: shared source misaligned for the swizzle");
+    if (m.swizzle && m.box0 * m.esize != m.swizzle)
+        violation("cp.async.bulk.tensor store: box rows must span the swizzle here");
+    if (m.stride1 % 16 || ((uintptr_t)m.base & 15))
+        violation("tensor map: base or row stride not 16-byte aligned");
+    smem_at(op.src, bytes); /* in bounds */
+    /* ordered after the writers' barrier: what they wrote must have been fenced by then */
+    if (blk->unfenced.size() >= (size_t)op.src + bytes)
+        for (unsigned b = 0; b < bytes; b++)
+            if (blk->unfenced[op.src + b]) {
+                violation("TMA store reads shared memory written without fence.proxy.async");
+                break;
+            }
+    if (copy_at_issue) {
+        store_read(op);
+        store_write(op);
+        op.data.clear();
+    } else {
+        std::lock_guard<std::mutex> g(blk->store_mu);
+        blk->store_reads.push_back({op.src, op.src + bytes});
+    }
+    bulk_open.push_back(std::move(op));
+}
+
+void bulk_wait(int n, bool read_only)
+{
+    const size_t done = bulk_groups.size() > (size_t)n ? bulk_groups.size() - (size_t)n : 0;
+    for (size_t g = 0; g < done; g++)
+        for (store_op &op : bulk_groups[g]) {
+            if (!op.read) store_read(op);
+            if (!read_only && !op.data.empty()) store_write(op);
+        }
+    if (!read_only) bulk_groups.erase(bulk_groups.begin(), bulk_groups.begin() + (long)done);
 }
 
 /* bar.sync id, n: the barrier is made for n threads the first time it is met. */

@@ -61,8 +61,11 @@ static int check(const at_emu_kernel *kn, const problem &p)
      * instances see every edge too */
     const int tma_pad = kn->load && p.pad_a % 2 == 0 && p.pad_b % 2 == 0;
     const int lda0 = (ta ? p.m : p.k) + p.pad_a, ldb0 = (tb ? p.k : p.n) + p.pad_b;
+    /* a TMA store (STORE) needs C's rows 16-byte multiples too: the host keeps STORE 0
+     * otherwise, so its instances get C's rows padded (their beta != 0 problems, with an odd
+     * ldc elsewhere, run the register epilogue anyway) */
     const int lda = tma_pad ? (lda0 + 7) / 8 * 8 : lda0, ldb = tma_pad ? (ldb0 + 7) / 8 * 8 : ldb0,
-              ldc = p.n + p.pad_c;
+              ldc = kn->store ? (p.n + p.pad_c + 7) / 8 * 8 : p.n + p.pad_c;
     std::vector<unsigned short> A((size_t)(ta ? p.k : p.m) * lda + 8),
         B((size_t)(tb ? p.n : p.k) * ldb + 8), C0((size_t)p.m * ldc + 8);
     for (auto &x : A) x = at_emu::from_f32(rnd(), dt);
@@ -116,11 +119,11 @@ static int check(const at_emu_kernel *kn, const problem &p)
         if (!(worst <= tol) || at_emu::errors) {
             fprintf(stderr,
                     "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d GROUP_M%d SWAP%d LOAD%d "
-                    "PERSIST%d %s%s "
+                    "PERSIST%d STORE%d %s%s "
                     "%s m%d n%d k%d pads %d/%d/%d beta %g, SMs %d, %s: max rel error %g (tol %g), "
                     "%d emulator errors\n",
                     kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, kn->group_m,
-                    kn->swap, kn->load, kn->persist, ta ? "t" : "n", tb ? "t" : "n",
+                    kn->swap, kn->load, kn->persist, kn->store, ta ? "t" : "n", tb ? "t" : "n",
                     dt ? "bf16" : "f16", p.m, p.n, p.k, p.pad_a, p.pad_b, p.pad_c, (double)p.beta,
                     kn->persist ? p.sms : 0,
                     mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
