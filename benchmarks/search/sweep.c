@@ -8,6 +8,8 @@
  *      -lcjson -lz -llmdb -lyaml -lmsgpackc -lm -ldl -lpthread
  *   ./sweep STRATEGY SEEDS FILE...
  *
+ * FIRST_SEED=F runs seeds F..F+SEEDS-1 instead of 1..SEEDS (a second seed range, to check that
+ * a gain is not the first range's luck).
  * SKIP_FAILED=1 leaves the configs recorded as failed out of the space (what Kernel Tuner's
  * simulation mode does); the share is still of the whole space. TRANSFER=SOURCE warm-starts
  * every run from that recording (as `autotune replay FILE --transfer SOURCE`; a source of other
@@ -39,6 +41,8 @@ int main(int argc, char **argv)
     int nseeds = atoi(argv[2]);
     if (nseeds < 1 || nseeds > 1000) return 2;
     int skip = getenv("SKIP_FAILED") && atoi(getenv("SKIP_FAILED"));
+    int first = getenv("FIRST_SEED") ? atoi(getenv("FIRST_SEED")) : 1;
+    if (first < 1) return 2;
     const char *xfile = getenv("TRANSFER");
     at_recording *xr = NULL;
     if (xfile && *xfile && at_recording_load(xfile, NULL, &xr)) {
@@ -87,7 +91,7 @@ int main(int argc, char **argv)
         double t0 = at_now();
         for (int sd = 0; sd < nseeds; sd++) {
             at_search_options o = {
-                .strategy = strat, .seed = (uint64_t)sd + 1, .max_evals = (int64_t)budget};
+                .strategy = strat, .seed = (uint64_t)(sd + first), .max_evals = (int64_t)budget};
             if (xr) o.sources = &src, o.nsources = 1;
             at_search *s;
             if (at_search_create(&sp, &o, &s)) {

@@ -502,6 +502,72 @@ static size_t run_with_source(const double *src, uint64_t seed, size_t max, size
     return found;
 }
 
+/* A block-size cliff: values 16, 32, ..., 256 where only the powers of two run fast (8x faster,
+ * as the recorded convolutions' block_size_x: 4-100x). With the values given the model has a
+ * feature for it, without them (value indices only) it must isolate each power of two with
+ * splits; the median evaluations to the optimum over 21 seeds, with values, are at most 3/4 of
+ * those without. */
+static uint16_t g_p2[16 * 8 * 4 * 3];
+static double p2_time(size_t c)
+{
+    const uint16_t *x = g_p2 + 3 * c;
+    double bx = 16.0 * (x[0] + 1), ty = x[1], tz = x[2];
+    int pow2 = bx == 16 || bx == 32 || bx == 64 || bx == 128 || bx == 256;
+    return (pow2 ? 1.0 : 8.0) * (1 + 0.1 * (ty - 5) * (ty - 5) + 0.1 * (tz - 2) * (tz - 2)) *
+           (1 + 0.02 * fabs(log2(bx) - 7));
+}
+
+static double median_to_p2_optimum(int with_values)
+{
+    static const size_t nv[3] = {16, 8, 4};
+    static double bxv[16], tyv[8], tzv[4];
+    for (size_t i = 0; i < 16; i++) bxv[i] = 16.0 * (double)(i + 1);
+    for (size_t i = 0; i < 8; i++) tyv[i] = (double)i;
+    for (size_t i = 0; i < 4; i++) tzv[i] = (double)i;
+    const double *vals[3] = {bxv, tyv, tzv};
+    const size_t n = 16 * 8 * 4;
+    size_t opt = 0;
+    for (size_t c = 0; c < n; c++) {
+        g_p2[3 * c] = (uint16_t)(c / 32), g_p2[3 * c + 1] = (uint16_t)(c / 4 % 8),
+                 g_p2[3 * c + 2] = (uint16_t)(c % 4);
+        if (p2_time(c) < p2_time(opt)) opt = c;
+    }
+    at_search_space sp = {n, 3, g_p2, nv, with_values ? vals : NULL};
+    double found[21];
+    for (size_t i = 0; i < 21; i++) {
+        at_search_options o = {.strategy = "model", .seed = i + 1, .max_evals = (int64_t)n};
+        at_search *s = NULL;
+        assert_int_equal(at_search_create(&sp, &o, &s), AT_OK);
+        size_t c, k = 0;
+        found[i] = (double)n;
+        while (at_search_propose(s, 1, &c) == 1) {
+            k++;
+            if (c == opt) {
+                found[i] = (double)k;
+                break;
+            }
+            at_search_report(s, c, p2_time(c));
+        }
+        at_search_free(s);
+    }
+    for (size_t i = 1; i < 21; i++)
+        for (size_t j = i; j > 0 && found[j - 1] > found[j]; j--) {
+            double t = found[j];
+            found[j] = found[j - 1];
+            found[j - 1] = t;
+        }
+    return found[10];
+}
+
+static void test_model_sees_powers_of_two(void **state)
+{
+    (void)state;
+    double with = median_to_p2_optimum(1), without = median_to_p2_optimum(0);
+    print_message("to the optimum, median of 21 seeds: with values %g, indices only %g\n", with,
+                  without);
+    assert_true(with <= 0.75 * without);
+}
+
 static void test_transfer_is_deterministic_and_its_best_comes_first(void **state)
 {
     (void)state;
@@ -672,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_guided_strategies_beat_random),
         cmocka_unit_test(test_every_strategy_honours_every_budget),
         cmocka_unit_test(test_model_learns_where_configs_fail),
+        cmocka_unit_test(test_model_sees_powers_of_two),
         cmocka_unit_test(test_transfer_is_deterministic_and_its_best_comes_first),
         cmocka_unit_test(test_transfer_weight_of_a_misleading_source_goes_down),
         cmocka_unit_test(test_transfer_a_source_wrong_at_the_top_costs_little),
