@@ -17,7 +17,7 @@ struct at_emu_args {
 };
 
 struct at_emu_kernel {
-    int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt, group_m, swap, load, persist;
+    int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt, group_m, swap, load, persist, cluster;
     void (*run)(const at_emu_args &);
 };
 

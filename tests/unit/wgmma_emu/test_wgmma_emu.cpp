@@ -116,11 +116,11 @@ static int check(const at_emu_kernel *kn, const problem &p)
         if (!(worst <= tol) || at_emu::errors) {
             fprintf(stderr,
                     "FAIL BM%d BN%d BK%d WN%d WGS%d ST%d SPLITK%d GROUP_M%d SWAP%d LOAD%d "
-                    "PERSIST%d %s%s "
+                    "PERSIST%d CLUSTER%d %s%s "
                     "%s m%d n%d k%d pads %d/%d/%d beta %g, SMs %d, %s: max rel error %g (tol %g), "
                     "%d emulator errors\n",
                     kn->bm, kn->bn, kn->bk, kn->wn, kn->wgs, kn->stages, kn->splitk, kn->group_m,
-                    kn->swap, kn->load, kn->persist, ta ? "t" : "n", tb ? "t" : "n",
+                    kn->swap, kn->load, kn->persist, kn->cluster, ta ? "t" : "n", tb ? "t" : "n",
                     dt ? "bf16" : "f16", p.m, p.n, p.k, p.pad_a, p.pad_b, p.pad_c, (double)p.beta,
                     kn->persist ? p.sms : 0,
                     mode ? "copies at issue, MMAs at wait" : "copies at wait, MMAs at issue", worst,
