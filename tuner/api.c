@@ -1226,7 +1226,7 @@ at_status at_kernel_launch(at_kernel *k, const at_devptr *buffers, size_t nbuffe
                           &args);
     if (s == AT_OK)
         s = ctx->ops->launch(ctx->dev, k->prog, args.a, args.n, k->global, k->local, k->dims,
-                             k->shared_bytes, stream, NULL);
+                             k->cluster, k->shared_bytes, stream, NULL);
     return at_ctx_fail(ctx, s);
 }
 

@@ -62,17 +62,17 @@ if have_lib AUTOTUNE_NVRTC_LIBRARY 'libnvrtc\.so\.1[23] '; then
   expect 0 '"template":"gemm_wgmma"' -- space gemm --arch sm_90a --compile --limit 1 --dtype bf16 --json
   expect 0 '"template":"gemm_mma".*"compiled":1' -- space gemm --arch sm_90a --compile --limit 1 --dtype f16 --template gemm_mma --json
   # TMA (gemm_wgmma's LOAD 1 and 2) on a compile-only sm_90a target: three times the configs
-  # where the rows of A and B are 16-byte multiples (k = 1000 halves), only LOAD 0 where they
-  # are not (k = 1001: lda)
+  # where the rows of A and B are 16-byte multiples (k = 1000 halves), and more with the 2x1
+  # clusters (CLUSTER 2, TMA only); only LOAD 0 where they are not (k = 1001: lda)
   wgmma_space() {
     "$AT" space gemm --arch sm_90a --compile --limit 1 --dtype bf16 --m 1024 --n 1024 --k "$1" \
       --json >"$work/out.json" 2>&1 && json 'd["space"]' || echo 0
   }
   space_1000=$(wgmma_space 1000) space_1001=$(wgmma_space 1001)
-  if [ "$space_1001" -gt 0 ] && [ "$space_1000" -eq $((3 * space_1001)) ]; then
+  if [ "$space_1001" -gt 0 ] && [ "$space_1000" -gt $((3 * space_1001)) ]; then
     ok "gemm_wgmma on sm_90a: $space_1000 configs with TMA rows, $space_1001 without"
   else
-    bad "gemm_wgmma on sm_90a: $space_1000 configs at k = 1000, $space_1001 at k = 1001 (want 3x)"
+    bad "gemm_wgmma on sm_90a: $space_1000 configs at k = 1000, $space_1001 at k = 1001 (want over 3x)"
   fi
 else
   skip "the CUDA compile checks: no NVRTC on this machine"

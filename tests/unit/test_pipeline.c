@@ -269,10 +269,10 @@ static at_status check_map(const at_bprog *p, const at_karg *a, size_t n)
 /* Runs the GEMM on the host (nn layout); BM=16,BN=32 is wrong, BM=32,BN=32,SA=1 faults.
  * Configs with SPLITK > 1 run splitk_emulate. */
 static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, const size_t g[3],
-                          const size_t l[3], size_t dims, size_t shared_bytes, void *stream,
-                          double *ms)
+                          const size_t l[3], size_t dims, size_t cluster, size_t shared_bytes,
+                          void *stream, double *ms)
 {
-    (void)n, (void)g, (void)l, (void)dims, (void)stream;
+    (void)n, (void)g, (void)l, (void)dims, (void)stream, (void)cluster;
     if (d->poisoned) return at_fail(AT_ERR_LAUNCH, "context poisoned");
     g_launches++;
     if (shared_bytes > g_shared_max) g_shared_max = shared_bytes;
