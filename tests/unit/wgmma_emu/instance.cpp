@@ -92,8 +92,10 @@ void run(const at_emu_args &a)
     for (std::thread &t : threads) t.join();
 }
 
-const at_emu_kernel self = {BM, BN, BK,      WN,   WGS,  STAGES,  SPLITK,  TA,
-                            TB, DT, GROUP_M, SWAP, LOAD, PERSIST, CLUSTER, run};
+const at_emu_kernel self = {
+    BM, BN, BK,      WN,   WGS,  STAGES,  SPLITK,  TA,
+    TB, DT, GROUP_M, SWAP, LOAD, PERSIST, CLUSTER, !(EDGE_M || EDGE_N || EDGE_K),
+    run};
 const bool registered = at_emu_register(&self);
 
 } // namespace
