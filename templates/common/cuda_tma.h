@@ -86,12 +86,14 @@ INLINE unsigned at_mapa(const at_saddr addr, const unsigned rank)
     asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
     return r;
 }
-/* One arrival on the barrier at shared::cluster address `bar` (another CTA's, from at_mapa),
- * ordering this thread's earlier accesses before it at cluster scope. */
+/* One arrival on the barrier at shared::cluster address `bar` (another CTA's, from at_mapa).
+ * The default semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive(cta_id):
+ * what a consumer's release orders are its wgmma reads of the stage, complete at
+ * wgmma.wait_group, not generic writes the peer must see. `.release.cluster` made ptxas put
+ * MEMBAR.ALL.GPU (and ERRBAR, CGAERRBAR) before every arrival, in the K loop. */
 INLINE void at_mbar_arrive_cluster(const unsigned bar)
 {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar)
-                 : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 /* Every thread of every CTA of the cluster: a block barrier across the cluster (after the
  * barriers' init, so a peer's multicast or arrival finds them initialised; before exit, so no
