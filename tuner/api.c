@@ -1429,6 +1429,7 @@ at_status at_device_query(const char *backend, int index, at_device_desc *out)
     out->global_mem_bytes = info.global_mem_bytes;
     out->is_cpu = info.is_cpu;
     out->tma = info.tma;
+    out->cluster = info.cluster;
     return AT_OK;
 }
 

@@ -17,7 +17,7 @@ for c in gemm space devices db; do expect 0 "usage: autotune $c" -- "$c" --help;
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 0 "opencl +available" -- devices
 expect 0 '"backends"' -- devices --json
-expect 0 '"cpu":true,"tma":false' -- devices --json # PoCL: a CPU, no tensor maps
+expect 0 '"cpu":true,"tma":false,"cluster":false' -- devices --json # PoCL: a CPU, no TMA, no clusters
 expect 0 "cuda +unavailable" -- devices
 expect 0 "configurations, [0-9]+ valid" -- space gemm --m 64 --n 64 --db "$work/db0"
 expect 0 '"valid":[1-9]' -- space gemm --json --db "$work/db0"
