@@ -404,7 +404,10 @@ typedef struct at_device_desc {
     char arch[64]; /* compile target: "sm_90a", "gfx90a", "" for OpenCL */
     int64_t tma;   /* 1: it takes tensor maps (CUDA TMA: compute capability >= 9.0 and a driver
                     * with cuTensorMapEncodeTiled), which gemm_wgmma's LOAD 1 and 2 need */
-    int64_t reserved[7];
+    /* 1: it launches thread-block clusters (CUDA: compute capability >= 9.0 and a driver with
+     * cuLaunchKernelEx), which gemm_wgmma's CLUSTER needs */
+    int64_t cluster;
+    int64_t reserved[6];
 } at_device_desc;
 
 /* Fills up to max entries (every backend this build knows) and sets *n. */

@@ -1226,7 +1226,7 @@ at_status at_kernel_launch(at_kernel *k, const at_devptr *buffers, size_t nbuffe
                           &args);
     if (s == AT_OK)
         s = ctx->ops->launch(ctx->dev, k->prog, args.a, args.n, k->global, k->local, k->dims,
-                             k->shared_bytes, stream, NULL);
+                             k->cluster, k->shared_bytes, stream, NULL);
     return at_ctx_fail(ctx, s);
 }
 
@@ -1429,6 +1429,7 @@ at_status at_device_query(const char *backend, int index, at_device_desc *out)
     out->global_mem_bytes = info.global_mem_bytes;
     out->is_cpu = info.is_cpu;
     out->tma = info.tma;
+    out->cluster = info.cluster;
     return AT_OK;
 }
 

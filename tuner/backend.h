@@ -37,6 +37,9 @@ typedef struct at_device_info {
     /* 1: the device takes tensor maps (encode_tensor_map works: CUDA with the driver's
      * cuTensorMapEncodeTiled and compute capability >= 9.0, or a compile-only sm_90+ target) */
     int64_t tma;
+    /* 1: launches take thread-block clusters (launch()'s cluster > 1: CUDA with the driver's
+     * cuLaunchKernelEx and compute capability >= 9.0, or a compile-only sm_90+ target) */
+    int64_t cluster;
 } at_device_info;
 
 typedef struct at_bdev at_bdev;   /* an open device: context + queue */
@@ -131,11 +134,13 @@ typedef struct at_backend_ops {
     /* Enqueues the kernel on stream (NULL: the device's queue). global is the total number of
      * work-items per dimension and local the group size (OpenCL convention; CUDA's grid is
      * ceil(global / local)). shared_bytes: dynamic shared memory per block (CUDA's
-     * sharedMemBytes; OpenCL rejects nonzero with AT_ERR_UNSUPPORTED). If ms is not NULL,
-     * waits for it and stores the device-measured kernel time in milliseconds (profiling
-     * events). */
+     * sharedMemBytes; OpenCL rejects nonzero with AT_ERR_UNSUPPORTED). cluster: blocks per
+     * thread-block cluster along dimension 0 (`launch: cluster:`; 1: none); a backend or device
+     * without clusters (device_info's cluster 0) refuses > 1 with AT_ERR_UNSUPPORTED. If ms is
+     * not NULL, waits for it and stores the device-measured kernel time in milliseconds
+     * (profiling events). */
     at_status (*launch)(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
-                        const size_t global[3], const size_t local[3], size_t dims,
+                        const size_t global[3], const size_t local[3], size_t dims, size_t cluster,
                         size_t shared_bytes, void *stream, double *ms);
     /* AT_OK, or AT_ERR_DEVICE_LOST when a kernel fault left the context unusable (CUDA's sticky
      * errors). NULL: the backend's contexts survive faults. */

@@ -90,6 +90,7 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_problem *p, 
     if (st == AT_OK) st = at_space_launch(s, cfg, k->global, k->local);
     size_t ws_bytes = 0;
     if (st == AT_OK) st = at_space_memory(s, cfg, &k->shared_bytes, &ws_bytes);
+    if (st == AT_OK) st = at_space_cluster(s, cfg, &k->cluster);
     if (st == AT_OK) {
         k->prog = binary_load(ctx, t->source, options, s->kernel);
         k->from_binary = k->prog != NULL;

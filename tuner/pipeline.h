@@ -65,6 +65,7 @@ typedef struct at_run_arg {
 typedef struct at_run_spec {
     char kernel[128];
     size_t global[3], local[3], dims, shared_bytes, ws_bytes;
+    size_t cluster; /* blocks per thread-block cluster along dimension 0 (1: none) */
     at_run_arg args[AT_MAX_ARGS];
     size_t nargs;
 } at_run_spec;

@@ -127,6 +127,7 @@ static at_status make_spec(const at_runner *r, const at_template *t, const int64
     spec->dims = s->launch_dims;
     AT_TRY(at_space_launch(s, cfg, spec->global, spec->local));
     AT_TRY(at_space_memory(s, cfg, &spec->shared_bytes, &spec->ws_bytes));
+    AT_TRY(at_space_cluster(s, cfg, &spec->cluster));
     void *tokens[AT_MAX_BUFFERS];
     for (size_t i = 0; i < r->nbufs; i++) tokens[i] = (void *)(uintptr_t)(i + 1);
     static const char ws_token;

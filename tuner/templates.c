@@ -523,6 +523,7 @@ at_status at_template_bind_device(at_template *t, const at_device_info *d)
         {"vector_width", d->vector_width},
         {"gfx", gfx_number(d->arch)},
         {"tma", d->tma},
+        {"cluster", d->cluster},
     };
     /* A space declares the device variables it uses; the others are not an error. */
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {

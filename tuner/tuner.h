@@ -112,6 +112,7 @@ struct at_kernel {
     at_tmap_desc maps[AT_MAX_ARGS]; /* its tensor maps at this config, encoded per launch */
     size_t global[3], local[3], dims;
     size_t shared_bytes; /* dynamic shared memory per block (`launch: shared:`) */
+    size_t cluster;      /* blocks per cluster, dimension 0 (`launch: cluster:`) */
     at_bbuf workspace;   /* zeroed scratch (`workspace:`), the trailing argument; NULL handle:
                           * none. The kernel leaves it zeroed, so it is cleared only once. */
     int from_binary;     /* 1: loaded from the binaries table, not compiled */

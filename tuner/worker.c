@@ -104,7 +104,7 @@ typedef struct devside {
     at_bprog *prog;
     uint64_t bin_id;
     at_arglist args;
-    size_t g[3], l[3], dims, shared;
+    size_t g[3], l[3], dims, shared, cluster;
     int have_run;
 } devside;
 
@@ -280,11 +280,12 @@ static void dev_run(devside *d, const request *rq, reply *rp)
     memcpy(d->l, s->local, sizeof d->l);
     d->dims = s->dims;
     d->shared = s->shared_bytes;
+    d->cluster = s->cluster;
     if (st == AT_OK) st = dev_upload(d, rq->mask, rq->rb.fill);
     if (st == AT_OK && s->ws_bytes) st = d->ops->buffer_fill(d->dev, d->ws, 0);
     if (st == AT_OK)
-        st = d->ops->launch(d->dev, d->prog, d->args.a, d->args.n, d->g, d->l, d->dims, d->shared,
-                            NULL, &rp->ms);
+        st = d->ops->launch(d->dev, d->prog, d->args.a, d->args.n, d->g, d->l, d->dims, d->cluster,
+                            d->shared, NULL, &rp->ms);
     /* Everything back, guards included (of a sampled buffer its rows and guards); an
      * asynchronous fault shows up here. */
     for (size_t i = 0; st == AT_OK && i < d->n; i++) st = dev_read_back(d, i, &rq->rb);
@@ -326,7 +327,7 @@ static void dev_time(devside *d, double first_ms, double best_us, reply *rp)
             d->flush.handle ? d->ops->buffer_fill(d->dev, d->flush, (unsigned char)n) : AT_OK;
         if (st == AT_OK)
             st = d->ops->launch(d->dev, d->prog, d->args.a, d->args.n, d->g, d->l, d->dims,
-                                d->shared, NULL, &ms);
+                                d->cluster, d->shared, NULL, &ms);
         if (st != AT_OK) {
             failed(d, rp);
             return;

@@ -98,6 +98,52 @@ template <int N> INLINE void at_bulk_wait()
     asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* ---- clusters (2x1 with multicast: gemm_wgmma's CLUSTER) ---- */
+/* This CTA's rank in its cluster (0 .. cluster size - 1; x fastest). Not volatile: the same
+ * value wherever it is read, so the compiler may keep one copy. */
+INLINE unsigned at_cluster_rank()
+{
+    unsigned r;
+    asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+/* The shared::cluster address of the variable at `addr` (this CTA's shared memory) in the
+ * shared memory of the cluster's CTA `rank`. */
+INLINE unsigned at_mapa(const at_saddr addr, const unsigned rank)
+{
+    unsigned r;
+    asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+/* One arrival on the barrier at shared::cluster address `bar` (another CTA's, from at_mapa).
+ * The default semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive(cta_id):
+ * what a consumer's release orders are its wgmma reads of the stage, complete at
+ * wgmma.wait_group, not generic writes the peer must see. `.release.cluster` made ptxas put
+ * MEMBAR.ALL.GPU (and ERRBAR, CGAERRBAR) before every arrival, in the K loop. */
+INLINE void at_mbar_arrive_cluster(const unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* Every thread of every CTA of the cluster: a block barrier across the cluster (after the
+ * barriers' init, so a peer's multicast or arrival finds them initialised; before exit, so no
+ * CTA leaves while a peer may still write into its shared memory). */
+INLINE void at_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+}
+/* at_tma_load_2d into the shared memory of every CTA whose bit is set in `mask` (by rank), at
+ * the same offset dst, each completing the box's bytes on its own barrier at offset bar. */
+INLINE void at_tma_load_2d_mc(const at_saddr dst, const at_tmap *map, const int c0, const int c1,
+                              const at_saddr bar, const unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+                 : "memory");
+}
+
 /* Warp specialization: the executing warpgroup's per-thread register budget rises (inc) or
  * falls (dec) to N (a multiple of 8, 24..256); effective only with a register cap at entry
  * (__launch_bounds__(threads, 1)) and each role in one branch of an if/else. */

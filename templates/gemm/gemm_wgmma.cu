@@ -81,9 +81,20 @@
  *   STORE   1: the TMA-store epilogue above (LOAD >= 1, not SWAP: TMA has no transpose, not
  *           SPLITK), a third tensor map `tma_c` after the others, BM*BN*2 + 1024 more bytes of
  *           shared memory (the barriers' kilobyte, then the C buffer).
+ *   CLUSTER 2: 2x1 thread-block clusters (LOAD >= 1, no split-K; the launch's cluster
+ *           attribute): the two CTAs of a cluster take adjacent tile rows 2u, 2u + 1 of one tile
+ *           column (at_sched hands out such pairs, "units"), each loads its own A box and half
+ *           of the shared B box, multicast into both CTAs' rings; a stage is refilled only when
+ *           the consumers of both CTAs released it (each arrives on its own and its peer's empty
+ *           barrier). With an odd number of tile rows the last pair's second tile lies past M:
+ *           its A is TMA's zero fill, it still loads its half of B and takes part in every
+ *           barrier, and stores nothing. Cluster barriers after the barriers' init and before
+ *           exit (docs/cuda.md).
  * Problem defines: TA, TB, EDGE_M/N/K, DT, IDX64 (gemm_problem.h).
  * Launch: local = [128*WGS, 1, 1], global = [ceil(n/BN) * local0, ceil(m/BM), SPLITK] (m and n
- * exchanged with SWAP; PERSIST: [min(tiles, SMs) * local0, 1, 1]), dynamic shared memory
+ * exchanged with SWAP; PERSIST: [min(tiles, SMs) * local0, 1, 1]; CLUSTER = 2: [2 * ceil(n/BN),
+ * ceil(m/2BM)] blocks, or 2 * min(units, SMs / 2) persistent ones, in clusters of [2, 1, 1]),
+ * dynamic shared memory
  * STAGES*(BM+BN)*BK*2 + 1024 bytes (the 1024 align the ring to the swizzle atoms). Everything
  * above is said in the kernel's view: with SWAP its M is the problem's n, its A the problem's B,
  * and so on.
@@ -138,6 +149,12 @@
 #if STORE && (LOAD == 0 || SWAP || SPLITK > 1)
 #error "STORE needs LOAD >= 1, and neither SWAP nor split-K (the space constrains them out)"
 #endif
+#ifndef CLUSTER
+#define CLUSTER 1 /* 2: 2x1 clusters sharing the B tile by multicast (LOAD >= 1) */
+#endif
+#if CLUSTER != 1 && (CLUSTER != 2 || LOAD == 0 || SPLITK > 1)
+#error "CLUSTER is 1, or 2 with LOAD >= 1 and no split-K (the space constrains the rest out)"
+#endif
 #include "gemm_problem.h" /* the problem defines TA, TB, EDGE_M/N/K, DT, IDX64; idx_t */
 
 /* ---- the kernel's view of the problem ------------------------------------------------------- */
@@ -173,13 +190,19 @@
 #define A_BYTES (BM * BK * 2)  /* one stage of A, and of B */
 #define B_BYTES (BN * BK * 2)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
+#define GROUP_U     ((GROUP_M + CLUSTER - 1) / CLUSTER) /* GROUP_M's band in units (CLUSTER rows) */
 
 #include "../common/cuda_async.h"  /* at_smem_addr, cp.async, at_stage_chunk16 */
 #include "../common/cuda_f16.h"    /* AT_MMA_TYPE, at_to_f32, at_from_f32 */
 #include "../common/cuda_splitk.h" /* split-K workspace atomics */
 #include "../common/cuda_wgmma.h"  /* wgmma, its fences, layouts and descriptors */
 #if LOAD >= 1
-#include "../common/cuda_tma.h" /* TMA, mbarriers, setmaxnreg */
+#include "../common/cuda_tma.h" /* TMA, mbarriers, setmaxnreg, clusters */
+#endif
+#if CLUSTER > 1
+#define AT_RANK() ((int)at_cluster_rank()) /* this CTA's tile row in its cluster's unit */
+#else
+#define AT_RANK() 0
 #endif
 
 /* ---- the operand tiles' descriptors ---------------------------------------------------------- */
@@ -300,10 +323,10 @@ INLINE void at_fence_acc(float (&acc)[MT][NT][WN / 2])
  * bijection of [0, gx * gy) onto the tiles. */
 INLINE void at_tile_of(const int pid, const int gx, const int gy, int &tm, int &tn)
 {
-#if GROUP_M > 1
-    const int band = GROUP_M * gx;
-    const int first = pid / band * GROUP_M;    /* the band's first tile row */
-    const int rows = MIN(gy - first, GROUP_M); /* its tile rows (the last band may be short) */
+#if GROUP_U > 1
+    const int band = GROUP_U * gx;
+    const int first = pid / band * GROUP_U;    /* the band's first tile row */
+    const int rows = MIN(gy - first, GROUP_U); /* its tile rows (the last band may be short) */
     tm = first + pid % band % rows;
     tn = pid % band / rows;
 #else
@@ -319,16 +342,22 @@ INLINE void at_tile_of(const int pid, const int gx, const int gy, int &tm, int &
  * min(tiles, SMs) blocks, and block b takes tiles b, b + grid, b + 2 * grid, ...: the tiles of
  * a wave are consecutive in the same order, so GROUP_M's bands keep their L2 reuse. Used as
  *   for (at_sched s = at_sched_init(M, N); at_sched_next(s, tm, tn);) ...
- * which the compiler resolves to one pass without PERSIST. */
+ * which the compiler resolves to one pass without PERSIST.
+ * CLUSTER > 1: the scheduler hands out units of CLUSTER adjacent tile rows of one tile column
+ * (tile rows u*CLUSTER .. u*CLUSTER + CLUSTER-1), the same unit to the CTAs of a cluster, each
+ * taking the row of its rank: at_tile_of (and GROUP_M's bands, GROUP_U units) run over units,
+ * the grid's dimension 0 counts CTAs (CLUSTER per unit; its clusters are consecutive blocks),
+ * and a persistent cluster c of the grid's NUM_GROUPS(0)/CLUSTER takes units c, c + that, ...
+ * Both CTAs so walk the same units and K tiles, as their shared B loads and barriers need. */
 struct at_sched {
-    int pid, tiles, gx, gy; /* the next tile's linear index; the tiles (gx columns, gy rows) */
+    int pid, tiles, gx, gy; /* the next unit's linear index; the units (gx columns, gy rows) */
 };
 
 INLINE at_sched at_sched_init(const int km, const int kn)
 {
 #if PERSIST
-    const int gx = (kn + BN - 1) / BN, gy = (km + BM - 1) / BM;
-    return at_sched{GROUP_ID(0), gx * gy, gx, gy};
+    const int gx = (kn + BN - 1) / BN, gy = (km + BM * CLUSTER - 1) / (BM * CLUSTER);
+    return at_sched{GROUP_ID(0) / CLUSTER, gx * gy, gx, gy};
 #else
     (void)km, (void)kn;
     return at_sched{0, 1, 0, 0};
@@ -340,15 +369,17 @@ INLINE bool at_sched_next(at_sched &s, int &tm, int &tn)
     if (s.pid >= s.tiles) return false;
 #if PERSIST
     at_tile_of(s.pid, s.gx, s.gy, tm, tn);
-    s.pid += NUM_GROUPS(0);
-#elif GROUP_M > 1
-    at_tile_of(GROUP_ID(0) + GROUP_ID(1) * NUM_GROUPS(0), NUM_GROUPS(0), NUM_GROUPS(1), tm, tn);
+    s.pid += NUM_GROUPS(0) / CLUSTER;
+#elif GROUP_U > 1
+    at_tile_of(GROUP_ID(0) / CLUSTER + GROUP_ID(1) * (NUM_GROUPS(0) / CLUSTER),
+               NUM_GROUPS(0) / CLUSTER, NUM_GROUPS(1), tm, tn);
     s.pid++;
 #else
     tm = GROUP_ID(1);
-    tn = GROUP_ID(0);
+    tn = GROUP_ID(0) / CLUSTER;
     s.pid++;
 #endif
+    tm = tm * CLUSTER + AT_RANK(); /* the unit's row of this CTA */
     return true;
 }
 
@@ -430,7 +461,18 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
  * operand is a {K, rows} tensor read in one box {KSW, rows} per stage (KSW*2 bytes = the
  * swizzle span, as at_off_k lays it out); an MN-major one a {rows, K} tensor read in boxes
  * {64, BK}, box j landing 64 columns on (at_off_mn's blocks). Out of bounds is zero, and the
- * bytes still count, so every stage expects STAGE_BYTES. */
+ * bytes still count, so every stage expects STAGE_BYTES.
+ * CLUSTER > 1: the B map's box is 1/CLUSTER of the above along its outer dimension (rows of a
+ * K-major tile, k rows of an MN-major one); CTA r loads part r of each box and multicasts it to
+ * the whole cluster, where it lands at the same offset (the parts are whole swizzle atoms, so
+ * the stage's layout is the same as from one box), and every CTA's full barrier gets all of
+ * B's bytes: STAGE_BYTES still. */
+#if CLUSTER > 1
+#define AT_TMA_B1(dst, c0, c1, bar)                                                                \
+    at_tma_load_2d_mc((dst), &tma_b, (c0), (c1), (bar), (1 << CLUSTER) - 1)
+#else
+#define AT_TMA_B1(dst, c0, c1, bar) at_tma_load_2d((dst), &tma_b, (c0), (c1), (bar))
+#endif
 #if KTA
 #define AT_TMA_A(dst, k0, bar)                                                                     \
     for (int j = 0; j < BM / 64; ++j)                                                              \
@@ -439,16 +481,20 @@ INLINE void at_mainloop(float (&acc)[MT][NT][WN / 2], const at_load_a &la, const
 #define AT_TMA_A(dst, k0, bar) at_tma_load_2d((dst), &tma_a, (k0), bm, (bar))
 #endif
 #if KTB
-#define AT_TMA_B(dst, k0, bar) at_tma_load_2d((dst), &tma_b, (k0), bn, (bar))
+static_assert(B_BYTES / CLUSTER % 1024 == 0, "a CTA's part of B is whole 1024-byte atoms");
+#define AT_TMA_B(dst, k0, bar)                                                                     \
+    AT_TMA_B1((dst) + AT_RANK() * (B_BYTES / CLUSTER), (k0), bn + AT_RANK() * (BN / CLUSTER), (bar))
 #else
 #define AT_TMA_B(dst, k0, bar)                                                                     \
     for (int j = 0; j < BN / 64; ++j)                                                              \
-    at_tma_load_2d((dst) + j * (BK * 128), &tma_b, bn + 64 * j, (k0), (bar))
+    AT_TMA_B1((dst) + j * (BK * 128) + AT_RANK() * (BK / CLUSTER * 128), bn + 64 * j,              \
+              (k0) + AT_RANK() * (BK / CLUSTER), (bar))
 #endif
 
 /* The ring's barriers, after its stages: full[s] (one arrival, the producer's expect_tx, plus
- * the copies' bytes) and empty[s] (every consumer thread, once the MMAs that read stage s have
- * retired). Tile t uses stage t % STAGES in lap t / STAGES (cuda_tma.h). */
+ * the copies' bytes) and empty[s] (every consumer thread of every CTA of the cluster, once the
+ * MMAs that read stage s have retired: a part of B multicast by either CTA overwrites the
+ * stage in both). Tile t uses stage t % STAGES in lap t / STAGES (cuda_tma.h). */
 #define AT_FULL(ring, s)  ((ring) + STAGES * STAGE_BYTES + 8 * (s))
 #define AT_EMPTY(ring, s) ((ring) + STAGES * STAGE_BYTES + 8 * (STAGES + (s)))
 
@@ -458,11 +504,25 @@ INLINE void at_tma_init(const at_saddr ring, const int tid)
         AT_UNROLL(STAGES)
         for (int s = 0; s < STAGES; ++s) {
             at_mbar_init(AT_FULL(ring, s), 1);
-            at_mbar_init(AT_EMPTY(ring, s), CONSUMERS);
+            at_mbar_init(AT_EMPTY(ring, s), CONSUMERS * CLUSTER);
         }
         at_fence_mbar_init();
     }
+#if CLUSTER > 1
+    at_cluster_sync(); /* the peer's barriers too, before its first multicast or arrival */
+#else
     BARRIER();
+#endif
+}
+
+/* A consumer thread releases stage s: the MMAs that read it have retired. With clusters, on
+ * the peer's empty barrier as well, since the peer's producer multicasts into this ring. */
+INLINE void at_release(const at_saddr ring, const int s)
+{
+    at_mbar_arrive(AT_EMPTY(ring, s));
+#if CLUSTER > 1
+    at_mbar_arrive_cluster(at_mapa(AT_EMPTY(ring, s), AT_RANK() ^ 1));
+#endif
 }
 
 /* The producer's step: K tile kt of the problem (its K coordinate kt * BK) of the tile at rows
@@ -540,16 +600,17 @@ INLINE void at_mainloop_tma(float (&acc)[MT][NT][WN / 2], const at_tmap &tma_a,
         const unsigned so = (t % STAGES) * (STAGE_BYTES / 16);
         at_tile_mma(acc, da, db, so, kt > 0);
         at_wgmma_wait<1>(); /* tile kt-1's MMAs are done: release its stage */
-        if (kt > 0) at_mbar_arrive(AT_EMPTY(ring, (t - 1) % STAGES));
+        if (kt > 0) at_release(ring, (t - 1) % STAGES);
 #if LOAD == 1
         if (tid == 0 && c.more && c.t < t + STAGES) at_produce(c, tma_a, tma_b, ring, kt0, KT);
 #endif
     }
     at_wgmma_wait<0>();
-    if (KT > 0) at_mbar_arrive(AT_EMPTY(ring, (t - 1) % STAGES));
+    if (KT > 0) at_release(ring, (t - 1) % STAGES);
 }
 #undef AT_TMA_A
 #undef AT_TMA_B
+#undef AT_TMA_B1
 #undef AT_FULL
 #undef AT_EMPTY
 #endif
@@ -715,6 +776,9 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
             at_cursor_init(c, km, kn, KT);
             while (c.more) at_produce(c, tma_a, tma_b, ring, kt0, KT);
         }
+#if CLUSTER > 1
+        at_cluster_sync(); /* the kernel's end (below), with the consumers */
+#endif
         return;
     }
     at_setmaxnreg_inc<232>(); /* 2 x 128 x 232 + 128 x 40 <= 64 K registers */
@@ -769,6 +833,9 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
             at_mainloop<false>(acc, la, lb, ring, KT, tid);
 #endif
         at_fence_acc(acc);
+#if CLUSTER > 1
+        if (bm >= km) continue; /* the second tile of a ragged last unit: nothing to store */
+#endif
 
         const bool cvec = (ldc & 1) == 0 && ((unsigned long long)C & 3) == 0;
 #if SPLITK > 1
@@ -819,5 +886,9 @@ KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const fl
     }
 #if STORE
     if (tid == 0) at_bulk_wait<0>(); /* the stores are done before the shared memory goes */
+#endif
+#if CLUSTER > 1
+    /* not before the peer is done: its consumers' last releases arrive on this CTA's barriers */
+    at_cluster_sync();
 #endif
 }

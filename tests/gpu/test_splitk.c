@@ -133,8 +133,8 @@ static void run_case(const char *config, at_dtype dt, at_layout lay, int m, int 
             memcpy(out, c0, nc * sizeof *out);
         at_dtype_from_f32(dt, out, stage, nc);
         assert_int_equal(B->buffer_write(g_ctx.dev, dc, 0, stage, nc * 2), AT_OK);
-        at_status s = B->launch(g_ctx.dev, prog, args, nargs, g, l, t->space->launch_dims, shared,
-                                NULL, NULL);
+        at_status s = B->launch(g_ctx.dev, prog, args, nargs, g, l, t->space->launch_dims, 1,
+                                shared, NULL, NULL);
         if (s == AT_OK) s = B->finish(g_ctx.dev);
         if (s != AT_OK) fail_msg("%s %dx%dx%d: launch: %s", config, m, n, k, at_errmsg());
         assert_int_equal(B->buffer_read(g_ctx.dev, dc, 0, stage, nc * 2), AT_OK);

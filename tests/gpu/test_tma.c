@@ -4,9 +4,10 @@
  * buffers (cuTensorMapEncodeTiled), run once and checked against the reference with guard zones
  * and NaN-poisoned outputs, as a tuning run checks a candidate. Every layout, edges, SWAP for
  * small m, split-K with LOAD 2, the TMA-store epilogue (STORE) with beta 0 and, through its
- * register epilogue, beta != 0, both 16-bit types. Then a tuned-kernel launch on the caller's
- * buffers: an aligned one runs, a misaligned A is refused with a clear status. Without such a
- * device it exits 77 (ctest: skipped); the configs' compiles are checked by test_cuda_gemm. */
+ * register epilogue, beta != 0, 2x1 clusters with multicast (CLUSTER), both 16-bit types. Then
+ * a tuned-kernel launch on the caller's buffers: an aligned one runs, a misaligned A is refused
+ * with a clear status. Without such a device it exits 77 (ctest: skipped); the configs' compiles
+ * are checked by test_cuda_gemm. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -76,28 +77,35 @@ static void test_tma_configs(void **state)
     if (g_no_device[0]) skip();
     static const char *const configs[] = {
         "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,GROUP_M=1,SWAP=0,"
-        "LOAD=1,PERSIST=0,STORE=0",
+        "LOAD=1,PERSIST=0,STORE=0,CLUSTER=1",
         "BM=128,BN=256,BK=64,WN=256,WGS=2,STAGES=4,SPLITK=1,GROUP_M=8,SWAP=0,"
-        "LOAD=2,PERSIST=0,STORE=0",
+        "LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
         "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,GROUP_M=1,SWAP=0,"
-        "LOAD=2,PERSIST=0,STORE=0",
+        "LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
         "BM=64,BN=128,BK=32,WN=128,WGS=1,STAGES=6,SPLITK=1,GROUP_M=1,SWAP=0,"
-        "LOAD=1,PERSIST=0,STORE=0",
+        "LOAD=1,PERSIST=0,STORE=0,CLUSTER=1",
         "BM=128,BN=128,BK=64,WN=128,WGS=2,STAGES=3,SPLITK=2,GROUP_M=1,SWAP=0,"
-        "LOAD=2,PERSIST=0,STORE=0",
+        "LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
         "BM=128,BN=16,BK=64,WN=16,WGS=1,STAGES=6,SPLITK=1,GROUP_M=1,SWAP=1,"
-        "LOAD=2,PERSIST=0,STORE=0",
+        "LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
         "BM=128,BN=32,BK=64,WN=32,WGS=1,STAGES=6,SPLITK=1,GROUP_M=1,SWAP=1,"
-        "LOAD=1,PERSIST=0,STORE=0",
+        "LOAD=1,PERSIST=0,STORE=0,CLUSTER=1",
         /* persistent, the ring running on across tiles (valid on the 4096 x 4096 shape) */
         "BM=128,BN=256,BK=64,WN=256,WGS=2,STAGES=4,SPLITK=1,GROUP_M=8,SWAP=0,"
-        "LOAD=2,PERSIST=1,STORE=0",
+        "LOAD=2,PERSIST=1,STORE=0,CLUSTER=1",
         /* the TMA-store epilogue (STORE): thread 0 and the producer warpgroup, persistent too;
          * beta != 0 shapes run its register epilogue */
         "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,GROUP_M=1,SWAP=0,"
-        "LOAD=1,PERSIST=0,STORE=1",
+        "LOAD=1,PERSIST=0,STORE=1,CLUSTER=1",
         "BM=128,BN=256,BK=64,WN=256,WGS=2,STAGES=3,SPLITK=1,GROUP_M=8,SWAP=0,"
-        "LOAD=2,PERSIST=1,STORE=1",
+        "LOAD=2,PERSIST=1,STORE=1,CLUSTER=1",
+        /* 2x1 clusters sharing B by multicast (cuLaunchKernelEx): LOAD 1 (1024^3 nn: the B box
+         * split along k; 520 rows: 5 tile rows, a ragged last unit; tt), LOAD 2 persistent
+         * (4096^2; not valid on the other shapes it meets) */
+        "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,GROUP_M=1,SWAP=0,LOAD=1,PERSIST=0,"
+        "STORE=0,CLUSTER=2",
+        "BM=128,BN=256,BK=64,WN=256,WGS=2,STAGES=4,SPLITK=1,GROUP_M=8,SWAP=0,LOAD=2,PERSIST=1,"
+        "STORE=0,CLUSTER=2",
     };
     static const struct {
         int m, n, k;
@@ -117,7 +125,7 @@ static void test_tma_configs(void **state)
             ran += (size_t)check_config(configs[c], (c + s) % 4 ? AT_DTYPE_BF16 : AT_DTYPE_F16,
                                         shapes[s].lay, shapes[s].m, shapes[s].n, shapes[s].k,
                                         shapes[s].beta);
-    assert_int_equal(ran, 23); /* every config on at least one shape */
+    assert_int_equal(ran, 25); /* every config on at least one shape */
 }
 
 /* The library's launch on the caller's buffers: the maps encoded for them. */
@@ -133,7 +141,7 @@ static void test_tma_launch(void **state)
     at_kernel *kn = NULL;
     assert_int_equal(at_kernel_build(g_ctx, t, &p,
                                      "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,"
-                                     "GROUP_M=1,SWAP=0,LOAD=2,PERSIST=0,STORE=0",
+                                     "GROUP_M=1,SWAP=0,LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
                                      &kn),
                      AT_OK);
     uint16_t *h = malloc((size_t)m * k * 2);

@@ -220,7 +220,7 @@ static void check_target(const char *arch)
     assert_int_equal(B->buffer_alloc(d, 64, &buf), AT_ERR_UNSUPPORTED);
     assert_non_null(strstr(at_errmsg(), "compile-only"));
     size_t g[3] = {256, 1, 1}, l[3] = {256, 1, 1};
-    assert_int_equal(B->launch(d, p, NULL, 0, g, l, 1, 0, NULL, NULL), AT_ERR_UNSUPPORTED);
+    assert_int_equal(B->launch(d, p, NULL, 0, g, l, 1, 1, 0, NULL, NULL), AT_ERR_UNSUPPORTED);
     at_bprog *q = NULL;
     assert_int_equal(B->load_binary(d,
                                     "\x7f"

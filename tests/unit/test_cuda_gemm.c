@@ -197,7 +197,8 @@ static int emulator_maps(const bound *b, size_t i, at_tmap_desc want[3])
     const int ta = p->layout == AT_LAYOUT_TN || p->layout == AT_LAYOUT_TT,
               tb = p->layout == AT_LAYOUT_NT || p->layout == AT_LAYOUT_TT;
     const int64_t BM = value_of(b, i, "BM"), BN = value_of(b, i, "BN"), BK = value_of(b, i, "BK"),
-                  SWAP = value_of(b, i, "SWAP"), KSW = BK < 64 ? BK : 64;
+                  SWAP = value_of(b, i, "SWAP"), KSW = BK < 64 ? BK : 64,
+                  CL = value_of(b, i, "CLUSTER");
     const int64_t lda = ta ? p->m : p->k, ldb = tb ? p->k : p->n; /* packed */
     const int64_t km = SWAP ? p->n : p->m, kn = SWAP ? p->m : p->n;
     const int64_t klda = SWAP ? ldb : lda, kldb = SWAP ? lda : ldb;
@@ -220,11 +221,11 @@ static int emulator_maps(const bound *b, size_t i, at_tmap_desc want[3])
                                    0,
                                    dt,
                                    1};
-    /* KTB ? {k, kn, kldb*2, KSW, BN, KSW*2} : {kn, k, kldb*2, 64, BK, 128} */
+    /* KTB ? {k, kn, kldb*2, KSW, BN/CL, KSW*2} : {kn, k, kldb*2, 64, BK/CL, 128} (CL: CLUSTER) */
     want[1] = KTB ? (at_tmap_desc){(uint64_t)p->k,
                                    (uint64_t)kn,
                                    (uint64_t)kldb * 2,
-                                   {(uint32_t)KSW, (uint32_t)BN},
+                                   {(uint32_t)KSW, (uint32_t)(BN / CL)},
                                    (uint32_t)KSW * 2,
                                    0,
                                    dt,
@@ -232,7 +233,7 @@ static int emulator_maps(const bound *b, size_t i, at_tmap_desc want[3])
                   : (at_tmap_desc){(uint64_t)kn,
                                    (uint64_t)p->k,
                                    (uint64_t)kldb * 2,
-                                   {64, (uint32_t)BK},
+                                   {64, (uint32_t)(BK / CL)},
                                    128,
                                    0,
                                    dt,
@@ -407,7 +408,7 @@ static void test_tma_compiles(void **state)
         if (!at_space_valid(s, cfg, why, sizeof why)) fail_msg("a TMA default: %s", why);
         compile_fits(&b, cfg, "default");
     }
-    assert_int_equal(ntma, 5);
+    assert_int_equal(ntma, 7);
     bind_close(&b);
 }
 
@@ -483,6 +484,37 @@ static void test_persistent_compiles(void **state)
                   NULL, 0, check_persist, 1);
 }
 
+/* 2x1 clusters (CLUSTER 2): the launch's cluster is 2 and divides the grid's blocks along
+ * dimension 0, which are 2 per unit of two tile rows (not persistent: 2 x tile columns by
+ * ceil(tile rows / 2)) or 2 x min(units, 66) persistent ones (132 SMs) */
+static void check_cluster(const bound *b, size_t i, const size_t g[3], const size_t l[3], size_t ws)
+{
+    size_t cluster = 0;
+    assert_int_equal(at_space_cluster(b->t->space, b->cfgs + i * b->t->space->nparams, &cluster),
+                     AT_OK);
+    assert_int_equal(cluster, 2);
+    const int64_t gm = value_of(b, i, "GM"), gn = value_of(b, i, "GN"), units = gn * ((gm + 1) / 2);
+    if (value_of(b, i, "PERSIST"))
+        assert_int_equal(g[0] / l[0], 2 * (units < 66 ? units : 66));
+    else
+        assert_true(g[0] / l[0] == (size_t)(2 * gn) && g[1] == (size_t)(gm + 1) / 2);
+    assert_int_equal(g[2], 1);
+    assert_int_equal(ws, 0);
+}
+
+/* Cluster configs of gemm_wgmma (LOAD 1 and 2, persistent or not) compile for sm_90a with no
+ * spill and no C7515: whole tiles, and every edge (2904 rows: 23 tile rows of 128, a ragged
+ * last unit; m and k multiples of 8, as TMA needs rows of 16-byte multiples). */
+static void test_cluster_compiles(void **state)
+{
+    (void)state;
+    AT_TEST_NEED(g_no_nvrtc);
+    compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_BF16, AT_LAYOUT_NN, 8192, 8192, 8192, "CLUSTER",
+                  2, "LOAD", 1, check_cluster, 2);
+    compile_where("gemm_wgmma", "sm_90a", AT_DTYPE_F16, AT_LAYOUT_TT, 2904, 3999, 776, "CLUSTER", 2,
+                  "LOAD", 1, check_cluster, 2);
+}
+
 int main(void)
 {
     at_test_have_compiler(&at_cuda_backend, "sm_80", g_no_nvrtc, sizeof g_no_nvrtc);
@@ -494,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_tma_maps),
         cmocka_unit_test(test_tma_compiles),
         cmocka_unit_test(test_persistent_compiles),
+        cmocka_unit_test(test_cluster_compiles),
     };
     return at_test_exit(cmocka_run_group_tests(tests, NULL, NULL), g_no_nvrtc);
 }

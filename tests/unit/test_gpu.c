@@ -167,6 +167,19 @@ static int f_launch(void *fn, unsigned int gx, unsigned int gy, unsigned int gz,
     g_launch.shared = shared;
     return extra ? -1 : step("launch");
 }
+static unsigned int g_cluster; /* the last launch_cluster's cluster size */
+static int f_launch_cluster(void *fn, const unsigned int grid[3], const unsigned int block[3],
+                            unsigned int cluster, unsigned int shared, void *stream, void **params)
+{
+    g_cluster = cluster;
+    g_launch.fn = fn;
+    g_launch.stream = stream;
+    g_launch.params = params;
+    memcpy(g_launch.grid, grid, sizeof g_launch.grid);
+    memcpy(g_launch.block, block, sizeof g_launch.block);
+    g_launch.shared = shared;
+    return step("launch_cluster");
+}
 static int f_init(unsigned int flags) { return flags ? -1 : step("init"); }
 static int f_version(int *v)
 {
@@ -393,7 +406,7 @@ static void test_timed_launch(void **state)
     const at_karg args[1] = {{sizeof a, &a}};
     double ms = 0;
     reset(NULL);
-    assert_int_equal(at_gpu_launch(d, p, args, 1, G, L, 2, 4096, NULL, &ms), AT_OK);
+    assert_int_equal(at_gpu_launch(d, p, args, 1, G, L, 2, 1, 4096, NULL, &ms), AT_OK);
     assert_string_equal(g_trace, "activate record(start) launch record(end) event_sync(end) "
                                  "elapsed");
     assert_true(ms == 1.25);
@@ -409,7 +422,7 @@ static void test_timed_launch(void **state)
     /* Untimed, on another stream, no arguments: the launch alone. */
     void *other = (void *)(uintptr_t)0x6000;
     reset(NULL);
-    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 0, other, NULL), AT_OK);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 1, 0, other, NULL), AT_OK);
     assert_string_equal(g_trace, "activate launch");
     assert_ptr_equal(g_launch.stream, other);
     assert_null(g_launch.params);
@@ -417,7 +430,7 @@ static void test_timed_launch(void **state)
 
     /* Timed on another stream: the events go on that stream. */
     reset(NULL);
-    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 0, other, &ms), AT_OK);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 1, 0, other, &ms), AT_OK);
     assert_string_equal(g_trace, "activate record(start,other stream) launch record(end,other "
                                  "stream) event_sync(end) elapsed");
     free(p);
@@ -449,7 +462,7 @@ static void test_timed_launch_failures(void **state)
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         double ms = -7;
         reset(c[i].fail);
-        assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 2, 0, NULL, &ms), AT_ERR_LAUNCH);
+        assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 2, 1, 0, NULL, &ms), AT_ERR_LAUNCH);
         assert_string_equal(g_trace, c[i].trace);
         if (!strstr(at_errmsg(), c[i].msg)) fail_msg("\"%s\" lacks \"%s\"", at_errmsg(), c[i].msg);
         assert_true(ms == -7);
@@ -459,7 +472,7 @@ static void test_timed_launch_failures(void **state)
     }
     /* An activation that fails: AT_ERR_LAUNCH before anything is queued. */
     reset("activate");
-    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 2, 0, NULL, NULL), AT_ERR_LAUNCH);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 2, 1, 0, NULL, NULL), AT_ERR_LAUNCH);
     assert_string_equal(g_trace, "activate");
     assert_non_null(strstr(at_errmsg(), "FAKE fakeSetDevice failed: FAKE_ERROR_700"));
     free(p);
@@ -479,18 +492,44 @@ static void test_launch_arguments(void **state)
         args[i] = (at_karg){sizeof v[i], &v[i]};
     }
     g_launch.ncopy = 40;
-    assert_int_equal(at_gpu_launch(d, p, args, 40, G, L, 1, 0, NULL, NULL), AT_OK);
+    assert_int_equal(at_gpu_launch(d, p, args, 40, G, L, 1, 1, 0, NULL, NULL), AT_OK);
     g_launch.ncopy = 0;
     for (int i = 0; i < 40; i++) assert_ptr_equal(g_launch.copy[i], &v[i]);
     /* Refused before the runtime is asked. */
     reset(NULL);
-    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, (size_t)UINT_MAX + 1, NULL, NULL),
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 1, (size_t)UINT_MAX + 1, NULL, NULL),
                      AT_ERR_INVALID_ARG);
-    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 4, 0, NULL, NULL), AT_ERR_INVALID_ARG);
-    assert_int_equal(at_gpu_launch(d, p, NULL, 1, G, L, 1, 0, NULL, NULL), AT_ERR_INVALID_ARG);
-    assert_int_equal(at_gpu_launch(NULL, p, NULL, 0, G, L, 1, 0, NULL, NULL), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 4, 1, 0, NULL, NULL), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 1, G, L, 1, 1, 0, NULL, NULL), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_gpu_launch(NULL, p, NULL, 0, G, L, 1, 1, 0, NULL, NULL),
+                     AT_ERR_INVALID_ARG);
+    /* Thread-block clusters: refused by a runtime without them, else through its
+     * launch_cluster with the grid, the cluster size and the shared bytes; a cluster that does
+     * not divide the grid's dimension 0 is refused before the runtime is asked. */
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 2, 2, 0, NULL, NULL), AT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(at_errmsg(), "no thread-block clusters"));
+    g_api.launch_cluster = f_launch_cluster;
+    g_api.launch_cluster_call = "fakeLaunchKernelEx";
+    reset(NULL);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 2, 2, 4096, NULL, NULL), AT_OK);
+    assert_string_equal(g_trace, "activate launch_cluster");
+    assert_int_equal(g_cluster, 2);
+    assert_int_equal(g_launch.grid[0], 4);
+    assert_int_equal(g_launch.grid[1], 3);
+    assert_int_equal(g_launch.shared, 4096);
+    reset(NULL);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 2, 3, 0, NULL, NULL), AT_ERR_INVALID_ARG);
+    assert_non_null(strstr(at_errmsg(), "do not divide"));
+    assert_null(strstr(g_trace, "launch"));
+    reset("launch_cluster");
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 2, 2, 0, NULL, NULL), AT_ERR_LAUNCH);
+    assert_non_null(
+        strstr(at_errmsg(), "fakeLaunchKernelEx(k, grid 4x3x1, block 32x2x1, cluster 2x1x1"));
+    g_api.launch_cluster = NULL;
+    g_api.launch_cluster_call = NULL;
+    reset(NULL);
     p->fn = NULL;
-    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 0, NULL, NULL), AT_ERR_INVALID_ARG);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 1, 0, NULL, NULL), AT_ERR_INVALID_ARG);
     assert_non_null(strstr(at_errmsg(), "not loaded"));
     assert_null(strstr(g_trace, "launch"));
     free(p);
@@ -602,7 +641,7 @@ static void test_compile_only(void **state)
     reset(NULL);
     assert_int_equal(at_gpu_buffer_alloc(d, 64, &b), AT_ERR_UNSUPPORTED);
     assert_non_null(strstr(at_errmsg(), "buffer_alloc: the FAKE target fk9 is compile-only"));
-    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 0, NULL, NULL), AT_ERR_UNSUPPORTED);
+    assert_int_equal(at_gpu_launch(d, p, NULL, 0, G, L, 1, 1, 0, NULL, NULL), AT_ERR_UNSUPPORTED);
     assert_int_equal(at_gpu_finish(d), AT_ERR_UNSUPPORTED);
     assert_int_equal(at_gpu_check(d), AT_ERR_UNSUPPORTED);
     at_bprog *q = NULL;

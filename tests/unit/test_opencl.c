@@ -61,7 +61,7 @@ static void run_vadd(at_bprog *p, int n, float scale, double *ms)
                        {sizeof(void *), &dc.handle},
                        {sizeof(int), &n}};
     size_t global[3] = {((size_t)n + 63) / 64 * 64, 1, 1}, local[3] = {64, 1, 1};
-    at_status s = B->launch(g_dev, p, args, 4, global, local, 1, 0, NULL, ms);
+    at_status s = B->launch(g_dev, p, args, 4, global, local, 1, 1, 0, NULL, ms);
     if (s != AT_OK) fail_msg("launch: %s", at_errmsg());
     assert_int_equal(B->buffer_read(g_dev, dc, 0, c, bytes), AT_OK);
     for (int i = 0; i < n; i++) assert_true(c[i] == a[i] + scale * b[i]);
@@ -253,8 +253,8 @@ static void test_vadd_timed(void **state)
                        {sizeof(void *), &c.handle},
                        {sizeof(int), &n}};
     size_t global[3] = {64, 1, 1};
-    assert_int_equal(B->launch(g_dev, p, args, 4, global, NULL, 1, 0, B->native_queue(g_dev), NULL),
-                     AT_OK);
+    assert_int_equal(
+        B->launch(g_dev, p, args, 4, global, NULL, 1, 1, 0, B->native_queue(g_dev), NULL), AT_OK);
     assert_int_equal(B->finish(g_dev), AT_OK);
     B->buffer_free(g_dev, c);
     /* The compiled kernel's limits, for rejecting candidates before launch. */
@@ -370,20 +370,26 @@ static void test_invalid_launch(void **state)
     size_t big = (size_t)info.max_work_group_size * 2;
     size_t global[3] = {big, 1, 1}, local[3] = {big, 1, 1};
     double ms = 0;
-    assert_int_equal(B->launch(g_dev, p, args, 4, global, local, 1, 0, NULL, &ms), AT_ERR_LAUNCH);
+    assert_int_equal(B->launch(g_dev, p, args, 4, global, local, 1, 1, 0, NULL, &ms),
+                     AT_ERR_LAUNCH);
     assert_non_null(strstr(at_errmsg(), "clEnqueueNDRangeKernel"));
     assert_non_null(strstr(at_errmsg(), "CL_INVALID_WORK_"));
     /* A wrong argument size names the argument. */
     at_karg wrong[4] = {args[0], args[1], args[2], {sizeof(char), &n}};
-    assert_int_equal(B->launch(g_dev, p, wrong, 4, global, NULL, 1, 0, NULL, NULL), AT_ERR_LAUNCH);
+    assert_int_equal(B->launch(g_dev, p, wrong, 4, global, NULL, 1, 1, 0, NULL, NULL),
+                     AT_ERR_LAUNCH);
     assert_non_null(strstr(at_errmsg(), "clSetKernelArg(arg 3"));
     assert_non_null(strstr(at_errmsg(), "CL_INVALID_ARG_SIZE"));
-    assert_int_equal(B->launch(g_dev, p, args, 4, global, NULL, 0, 0, NULL, NULL),
+    assert_int_equal(B->launch(g_dev, p, args, 4, global, NULL, 0, 1, 0, NULL, NULL),
                      AT_ERR_INVALID_ARG);
     /* Dynamic shared memory is CUDA's: OpenCL refuses it rather than ignore it. */
-    assert_int_equal(B->launch(g_dev, p, args, 4, global, NULL, 1, 1024, NULL, NULL),
+    assert_int_equal(B->launch(g_dev, p, args, 4, global, NULL, 1, 1, 1024, NULL, NULL),
                      AT_ERR_UNSUPPORTED);
     assert_non_null(strstr(at_errmsg(), "1024 bytes of dynamic shared memory"));
+    /* ... and so are thread-block clusters (no space offers them here: device.cluster is 0) */
+    assert_int_equal(B->launch(g_dev, p, args, 4, global, NULL, 1, 2, 0, NULL, NULL),
+                     AT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(at_errmsg(), "clusters of 2 blocks"));
     B->buffer_free(g_dev, c);
     B->program_free(p);
 }
@@ -462,7 +468,8 @@ static void test_concurrent_compiles(void **state)
         assert_int_equal(B->buffer_write(g_dev, b, 0, x, sizeof x), AT_OK);
         at_karg a = {sizeof(void *), &b.handle};
         size_t g[3] = {16, 1, 1};
-        assert_int_equal(B->launch(g_dev, jobs[i].prog, &a, 1, g, NULL, 1, 0, NULL, NULL), AT_OK);
+        assert_int_equal(B->launch(g_dev, jobs[i].prog, &a, 1, g, NULL, 1, 1, 0, NULL, NULL),
+                         AT_OK);
         assert_int_equal(B->buffer_read(g_dev, b, 0, x, sizeof x), AT_OK);
         for (int k = 0; k < 16; k++)
             assert_true(x[k] == (float)k * (float)(i + 2) + (float)jobs[i].nonce);
@@ -501,7 +508,7 @@ static void *launch_thread(void *arg)
         memset(c, 0, sizeof c);
         B->buffer_write(g_dev, dc, 0, c, sizeof c);
         double ms = 0;
-        if (B->launch(g_dev, j->prog, args, 4, g, NULL, 1, 0, NULL, &ms) != AT_OK) j->failures++;
+        if (B->launch(g_dev, j->prog, args, 4, g, NULL, 1, 1, 0, NULL, &ms) != AT_OK) j->failures++;
         B->buffer_read(g_dev, dc, 0, c, sizeof c);
         for (int i = 0; i < n; i++)
             if (c[i] != a[i] + 2.0f * b[i]) {

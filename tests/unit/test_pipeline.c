@@ -269,11 +269,15 @@ static at_status check_map(const at_bprog *p, const at_karg *a, size_t n)
 /* Runs the GEMM on the host (nn layout); BM=16,BN=32 is wrong, BM=32,BN=32,SA=1 faults.
  * Configs with SPLITK > 1 run splitk_emulate. */
 static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, const size_t g[3],
-                          const size_t l[3], size_t dims, size_t shared_bytes, void *stream,
-                          double *ms)
+                          const size_t l[3], size_t dims, size_t cluster, size_t shared_bytes,
+                          void *stream, double *ms)
 {
     (void)n, (void)g, (void)l, (void)dims, (void)stream;
     if (d->poisoned) return at_fail(AT_ERR_LAUNCH, "context poisoned");
+    /* `launch: cluster:` reaches the launch: CL in the cluster space, else none */
+    const int64_t cl = define_of(p, "CL");
+    if (cluster != (size_t)(cl > 0 ? cl : 1))
+        return at_fail(AT_ERR_LAUNCH, "launched in clusters of %zu", cluster);
     g_launches++;
     if (shared_bytes > g_shared_max) g_shared_max = shared_bytes;
     if (define_of(p, "SPLITK") >= 1) { /* the split-K space of test_splitk_workspace_shared */
@@ -707,6 +711,48 @@ static void test_tensor_maps(void **state)
     fake_templates_remove();
 }
 
+/* Thread-block clusters: a config's `launch: cluster:` reaches the device half's launch (the
+ * fake refuses any other), and the tuned kernel's reaches at_gemm_launch's. */
+static void test_cluster_launch(void **state)
+{
+    (void)state;
+    fake_templates(
+        "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+        "problem: [m, n, k, ta, tb, big]\n"
+        "parameters:\n  BM: [16, 32]\n  CL: [1, 2]\n"
+        "launch:\n  global: [32 * CL, ceil_div(m, BM)]\n  local: [32, 1]\n"
+        "  cluster: CL\n"
+        "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
+        "            buffer: B, i32: ldb, buffer: C, i32: ldc]\n");
+    at_context ctx = fake_context(1);
+    at_gemm_problem p = {.m = 20, .n = 8, .k = 12, .alpha = 1.0f};
+    at_tune_options o = {.strategy = "exhaustive"};
+    at_tune_report r;
+    at_kernel *k = NULL;
+    at_status st = at_gemm_tune(&ctx, &p, &o, &r, &k);
+    if (st != AT_OK) fail_msg("tune: %s", at_errmsg());
+    assert_int_equal(r.space, 4);
+    assert_int_equal(r.failed, 0);
+    at_kernel_destroy(k);
+    k = NULL;
+    at_problem gp = at_problem_view(&at_op_gemm, &p);
+    at_template *t = NULL;
+    assert_int_equal(at_template_for(&gp, &ctx.info, NULL, &t), AT_OK);
+    assert_int_equal(at_kernel_build(&ctx, t, &gp, "BM=32,CL=2", &k), AT_OK);
+    assert_int_equal(k->cluster, 2);
+    _Alignas(16) float A[20 * 12], B[12 * 8], C[20 * 8];
+    for (int i = 0; i < 20 * 12; i++) A[i] = 1.0f;
+    for (int i = 0; i < 12 * 8; i++) B[i] = 1.0f;
+    assert_int_equal(at_gemm_launch(k, (at_devptr){A}, (at_devptr){B}, (at_devptr){C}, NULL),
+                     AT_OK);
+    assert_float_equal(C[0], 12.0f, 1e-6);
+    at_kernel_destroy(k);
+    at_template_free(t);
+    fake.close(ctx.dev);
+    at_db_close(ctx.db);
+    fake_templates_remove();
+}
+
 /* A database written by autotune 0.1 (tests/fixtures/db-v1, tuned on PoCL) still answers: its
  * tuned entries are hits for a context with its device key, through the template version the
  * GEMM template supersedes, and a neighbour gets the nearest of them. */
@@ -772,9 +818,9 @@ static void test_v1_database_answers(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_statuses_flush_and_recycle),
-                                       cmocka_unit_test(test_splitk_workspace_shared),
-                                       cmocka_unit_test(test_tensor_maps),
-                                       cmocka_unit_test(test_v1_database_answers)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_statuses_flush_and_recycle),
+        cmocka_unit_test(test_splitk_workspace_shared), cmocka_unit_test(test_tensor_maps),
+        cmocka_unit_test(test_cluster_launch), cmocka_unit_test(test_v1_database_answers)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -493,6 +493,44 @@ static void test_shared_and_workspace(void **state)
     assert_int_equal(sh, 512);
     at_space_free(s);
 
+    /* `launch: cluster:` (blocks per cluster along dimension 0): 1 when absent; must divide
+     * the grid's blocks; in the fingerprint only when present (older hashes stay) */
+    size_t cl = 0;
+    s = load_toy(100, 50, 16, 512);
+    assert_null(s->cluster);
+    assert_int_equal(at_space_cluster(s, cfg, &cl), AT_OK);
+    assert_int_equal(cl, 1);
+    const uint64_t h0 = at_space_fingerprint(s, 1);
+    at_space_free(s);
+    y = build(S_LAUNCH, "launch:\n  global: [ceil_div(m, BM) * THREADS, n]\n  local: [THREADS]\n",
+              NULL);
+    s = load_ok(y);
+    free(y);
+    assert_true(at_space_fingerprint(s, 1) == h0);
+    at_space_free(s);
+    y = build(S_LAUNCH,
+              "launch:\n  global: [ceil_div(m, BM) * THREADS, n]\n  local: [THREADS]\n"
+              "  cluster: VW / 2\n",
+              NULL);
+    s = load_ok(y);
+    free(y);
+    assert_true(at_space_fingerprint(s, 1) != h0);
+    at_space_set(s, "m", 128); /* 4 blocks of BM = 32 along dimension 0 */
+    at_space_set(s, "n", 3);
+    assert_int_equal(at_space_cluster(s, cfg, &cl), AT_OK); /* VW 4 */
+    assert_int_equal(cl, 2);
+    at_space_set(s, "m", 96); /* 3 blocks: clusters of 2 do not divide them */
+    assert_int_equal(at_space_cluster(s, cfg, &cl), AT_ERR_TEMPLATE);
+    assert_non_null(strstr(at_errmsg(), "does not divide the grid's 3 blocks"));
+    cfg[2] = 1; /* VW 1: a cluster of 0 */
+    assert_int_equal(at_space_cluster(s, cfg, &cl), AT_ERR_TEMPLATE);
+    assert_non_null(strstr(at_errmsg(), "launch cluster"));
+    assert_non_null(strstr(at_errmsg(), "not positive"));
+    cfg[2] = 4;
+    at_space_free(s);
+    expect_section_error(S_LAUNCH, "launch:\n  global: [m]\n  cluster: BM +\n", "launch cluster",
+                         NULL);
+
     /* load errors name the key */
     expect_section_error(S_LAUNCH, "launch:\n  global: [m]\n  shared: BM +\n", "launch shared",
                          NULL);

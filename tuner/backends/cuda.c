@@ -46,6 +46,7 @@ typedef enum CUdevice_attribute {
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+    CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH = 120,
 } CUdevice_attribute;
 
 typedef enum CUfunction_attribute {
@@ -54,6 +55,30 @@ typedef enum CUfunction_attribute {
     CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 } CUfunction_attribute;
+
+/* cuLaunchKernelEx's launch description (CUlaunchConfig, CUlaunchAttribute and its value union,
+ * padded to 64 bytes and 8-byte aligned, in cuda.h), with the one attribute used here. */
+#define AT_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+typedef struct CUlaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        char pad[64];
+        void *align;
+        struct {
+            unsigned int x, y, z;
+        } clusterDim;
+    } value;
+} CUlaunchAttribute;
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute as in cuda.h");
+typedef struct CUlaunchConfig {
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
 
 /* cuTensorMapEncodeTiled's enums (CUtensorMapDataType, ...Interleave, ...Swizzle,
  * ...L2promotion, ...FloatOOBfill in cuda.h), passed as int like the enums they are. */
@@ -101,11 +126,13 @@ typedef void *nvrtcProgram;
     X(cuMemsetD8Async, "cuMemsetD8Async", CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))
 
 /* Driver calls newer than the oldest driver we run on (absent: NULL, and what needs them is
- * unavailable): cuTensorMapEncodeTiled came with CUDA 12. */
+ * unavailable): cuTensorMapEncodeTiled and cuLaunchKernelEx came with CUDA 12. */
 #define AT_CU_OPTIONAL(X)                                                                          \
     X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", CUresult,                                  \
       (void *, int, unsigned int, void *, const uint64_t *, const uint64_t *, const uint32_t *,    \
-       const uint32_t *, int, int, int, int))
+       const uint32_t *, int, int, int, int))                                                      \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", CUresult,                                              \
+      (const CUlaunchConfig *, CUfunction, void **, void **))
 
 /* The driver calls gpu.c makes, which have its signature: X(slot of AT_GPU_CALLS, exported
  * symbol). cuEventElapsedTime keeps its original export, which every driver has (CUDA 13
@@ -218,6 +245,24 @@ static int cu_copy_out(void *stream, void *dst, const void *src, size_t off, siz
 static int cu_fill(void *ptr, unsigned char value, size_t bytes, void *stream)
 {
     return cu.cuMemsetD8Async(devptr(ptr), value, bytes, stream);
+}
+
+/* A launch in clusters of cluster x 1 x 1 blocks (gpu.h's launch_cluster). Without the driver's
+ * cuLaunchKernelEx device_info says cluster 0, so no space offers one; asked anyway, the
+ * driver's own "not supported". */
+static int cu_launch_cluster(void *fn, const unsigned int grid[3], const unsigned int block[3],
+                             unsigned int cluster, unsigned int shared_bytes, void *stream,
+                             void **params)
+{
+    if (!cu.cuLaunchKernelEx) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = AT_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster;
+    attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+    const CUlaunchConfig c = {grid[0],  grid[1],      grid[2], block[0], block[1],
+                              block[2], shared_bytes, stream,  &attr,    1};
+    return cu.cuLaunchKernelEx(&c, fn, params, NULL);
 }
 
 /* Static __shared__ is capped at 48 KB by the compiler; only dynamic shared memory can use the
@@ -339,6 +384,8 @@ static at_gpu_api g_cu = {
     .fn = {AT_CU_WRAPPED(AT_GPU_WRAPPER)}, /* the rest from libcuda (g_cu_syms) */
     .call = {AT_CU_SHARED(AT_GPU_SYMBOL_NAME) AT_CU_WRAPPED(AT_GPU_WRAPPER_NAME)},
     .provider = "the CUDA driver",
+    .launch_cluster = cu_launch_cluster,
+    .launch_cluster_call = "cuLaunchKernelEx",
     .loaded = raise_dynamic_shared,
 };
 
@@ -443,6 +490,8 @@ static at_status cuda_device_info(int idx, at_device_info *out)
              (long long)out->compute_units);
     out->tma = cu.cuTensorMapEncodeTiled != NULL &&
                dev_attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) >= 9;
+    out->cluster =
+        cu.cuLaunchKernelEx != NULL && dev_attr(dev, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) > 0;
     return AT_OK;
 }
 
@@ -531,7 +580,8 @@ static void target_limits(const char *arch, at_device_info *out)
                                                            : 99 * 1024;
     out->max_registers_per_block = 64 * 1024;
     out->warp_size = 32;
-    out->tma = strncmp(arch, "sm_9", 4) == 0; /* TMA from compute capability 9.0 on */
+    out->tma = strncmp(arch, "sm_9", 4) == 0;     /* TMA from compute capability 9.0 on */
+    out->cluster = strncmp(arch, "sm_9", 4) == 0; /* ... and thread-block clusters */
 }
 
 static at_status cuda_open_target(const char *arch, at_device_info *info, at_bdev **out)

@@ -686,7 +686,7 @@ at_status at_gpu_buffer_fill(at_bdev *d, at_bbuf b, unsigned char value)
 #define AT_MAX_STACK_ARGS 32
 
 at_status at_gpu_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
-                        const size_t global[3], const size_t local[3], size_t dims,
+                        const size_t global[3], const size_t local[3], size_t dims, size_t cluster,
                         size_t shared_bytes, void *stream, double *ms)
 {
     if (!d || !p || !global || (nargs && !args))
@@ -699,13 +699,22 @@ at_status at_gpu_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nar
 
     unsigned int grid[3], block[3];
     AT_TRY(at_launch_shape(global, local, dims, grid, block));
+    at_gpu_dev *g = gpu_of(d);
+    const at_gpu_api *api = g->api;
+    if (cluster > 1 && !api->launch_cluster)
+        return at_fail(AT_ERR_UNSUPPORTED,
+                       "launch: %s has no thread-block clusters (%s asked for clusters of %zu)",
+                       api->lib.name, p->name, cluster);
+    if (cluster > 1 && (cluster > UINT_MAX || grid[0] % cluster != 0))
+        return at_fail(AT_ERR_INVALID_ARG,
+                       "launch: clusters of %zu blocks do not divide %s's grid of %u blocks "
+                       "along dimension 0",
+                       cluster, p->name, grid[0]);
     /* The launch call reads each argument's bytes through these pointers and copies them. */
     void *stack_params[AT_MAX_STACK_ARGS];
     void **params = at_launch_params(args, nargs, stack_params, AT_MAX_STACK_ARGS);
     if (!params) return at_fail(AT_ERR_NO_MEMORY, "launch: out of memory for %zu arguments", nargs);
 
-    at_gpu_dev *g = gpu_of(d);
-    const at_gpu_api *api = g->api;
     void *s = stream ? stream : g->stream;
     at_status st = AT_OK;
     int r = 0;
@@ -713,14 +722,20 @@ at_status at_gpu_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nar
     if (ms && (r = api->fn.event_record(g->ev_start, s)) != 0)
         st = at_gpu_api_fail(api, AT_ERR_LAUNCH, api->call.event_record, " (start)", r);
     if (st == AT_OK &&
-        (r = api->fn.launch(p->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                            (unsigned int)shared_bytes, s, nargs ? params : NULL, NULL)) != 0) {
+        (r = cluster > 1 ? api->launch_cluster(p->fn, grid, block, (unsigned int)cluster,
+                                               (unsigned int)shared_bytes, s, nargs ? params : NULL)
+                         : api->fn.launch(p->fn, grid[0], grid[1], grid[2], block[0], block[1],
+                                          block[2], (unsigned int)shared_bytes, s,
+                                          nargs ? params : NULL, NULL)) != 0) {
         char buf[32];
-        st =
-            at_fail(AT_ERR_LAUNCH,
-                    "%s %s(%s, grid %ux%ux%u, block %ux%ux%u, %zu bytes dynamic shared) failed: %s",
-                    api->lib.name, api->call.launch, p->name, grid[0], grid[1], grid[2], block[0],
-                    block[1], block[2], shared_bytes, api_err(api, r, buf));
+        char cl[32] = "";
+        if (cluster > 1) snprintf(cl, sizeof cl, ", cluster %zux1x1", cluster);
+        st = at_fail(AT_ERR_LAUNCH,
+                     "%s %s(%s, grid %ux%ux%u, block %ux%ux%u%s, %zu bytes dynamic shared) "
+                     "failed: %s",
+                     api->lib.name, cluster > 1 ? api->launch_cluster_call : api->call.launch,
+                     p->name, grid[0], grid[1], grid[2], block[0], block[1], block[2], cl,
+                     shared_bytes, api_err(api, r, buf));
     }
     if (ms && st == AT_OK) {
         float f = 0.0f;

@@ -133,6 +133,13 @@ typedef struct at_gpu_api {
         AT_GPU_CALLS(AT_GPU_NAME)
     } call;               /* each call's name in the runtime ("cuEventRecord"), for messages */
     const char *provider; /* "the CUDA driver": "... reports no device" */
+    /* Optional: a launch as fn.launch's, in thread-block clusters of cluster x 1 x 1 blocks
+     * (CUDA: cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); its name for
+     * messages. NULL: the runtime has no clusters, and launches of cluster > 1 are refused. */
+    int (*launch_cluster)(void *fn, const unsigned int grid[3], const unsigned int block[3],
+                          unsigned int cluster, unsigned int shared_bytes, void *stream,
+                          void **params);
+    const char *launch_cluster_call;
     /* Optional: after a module's kernel is found (CUDA raises its dynamic shared memory). */
     at_status (*loaded)(at_bprog *p);
     /* Optional: checks a program's code before it is loaded or kept (HIP reads its metadata). */
@@ -278,7 +285,7 @@ at_status at_gpu_buffer_fill(at_bdev *d, at_bbuf b, unsigned char value);
 /* The event-timed launch: with ms, records the start event, launches, records the end event,
  * waits for it and stores the elapsed milliseconds, the device's two events taken in turns. */
 at_status at_gpu_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
-                        const size_t global[3], const size_t local[3], size_t dims,
+                        const size_t global[3], const size_t local[3], size_t dims, size_t cluster,
                         size_t shared_bytes, void *stream, double *ms);
 at_status at_gpu_check(at_bdev *d);  /* fn.device_sync: a failure is AT_ERR_DEVICE_LOST */
 at_status at_gpu_finish(at_bdev *d); /* waits for the device's stream */

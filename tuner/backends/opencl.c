@@ -690,11 +690,14 @@ static at_status ocl_buffer_view(at_bdev *d, at_bbuf b, size_t off, size_t bytes
 
 static at_status ocl_launch(at_bdev *d, at_bprog *p, const at_karg *args, size_t nargs,
                             const size_t global[3], const size_t local[3], size_t dims,
-                            size_t shared_bytes, void *stream, double *ms)
+                            size_t cluster, size_t shared_bytes, void *stream, double *ms)
 {
     if (!d || !p || !global || (nargs && !args))
         return at_fail(AT_ERR_INVALID_ARG, "launch: NULL argument");
     if (dims < 1 || dims > 3) return at_fail(AT_ERR_INVALID_ARG, "launch: %zu dimensions", dims);
+    if (cluster > 1) /* device.cluster is 0 here: a space never offers it */
+        return at_fail(AT_ERR_UNSUPPORTED,
+                       "launch: clusters of %zu blocks (a CUDA sm_90 feature) on OpenCL", cluster);
     /* OpenCL sizes local memory statically or through __local arguments; no template uses
      * those, so a dynamic size is a template error, not something to ignore silently. */
     if (shared_bytes)

@@ -1594,6 +1594,7 @@ static int cmd_devices(int argc, char **argv)
             cJSON_AddNumberToObject(dj, "compute_units", (double)dd.compute_units);
             cJSON_AddBoolToObject(dj, "cpu", dd.is_cpu);
             cJSON_AddBoolToObject(dj, "tma", dd.tma != 0);
+            cJSON_AddBoolToObject(dj, "cluster", dd.cluster != 0);
             if (!o.json)
                 printf("  [%d] %s  (%" PRId64 " compute units, %" PRId64
                        " MiB, %s)\n      key: %s\n",

@@ -111,6 +111,7 @@ void at_space_free(at_space *s)
         at_expr_free(s->local[d]);
     }
     at_expr_free(s->shared);
+    at_expr_free(s->cluster);
     at_expr_free(s->workspace);
     free(s->defaults);
     free(s->fixed);
@@ -631,7 +632,7 @@ static at_status load_launch(loader *L, yaml_node_t *n)
         return at_fail(AT_ERR_TEMPLATE,
                        "line %zu: 'launch' must be a mapping with 'global' and 'local'",
                        line_of(n));
-    yaml_node_t *global = NULL, *local = NULL, *shared = NULL;
+    yaml_node_t *global = NULL, *local = NULL, *shared = NULL, *cluster = NULL;
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
         yaml_node_t *k = get(L, p->key);
         const char *name = scalar(k);
@@ -642,6 +643,8 @@ static at_status load_launch(loader *L, yaml_node_t *n)
             slot = &local;
         else if (name && strcmp(name, "shared") == 0)
             slot = &shared;
+        else if (name && strcmp(name, "cluster") == 0)
+            slot = &cluster;
         else
             return at_fail(AT_ERR_TEMPLATE, "line %zu: 'launch': unknown key '%s'", line_of(k),
                            name ? name : "(not a scalar)");
@@ -662,6 +665,7 @@ static at_status load_launch(loader *L, yaml_node_t *n)
                            line_of(local), nlocal, s->launch_dims);
     }
     if (shared) AT_TRY(load_expr(L, shared, s->nderived, "launch shared", &s->shared));
+    if (cluster) AT_TRY(load_expr(L, cluster, s->nderived, "launch cluster", &s->cluster));
     return AT_OK;
 }
 
@@ -1046,6 +1050,31 @@ at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared,
     return AT_OK;
 }
 
+at_status at_space_cluster(const at_space *s, const int64_t *cfg, size_t *cluster)
+{
+    if (!s || !cfg || !cluster)
+        return at_fail(AT_ERR_INVALID_ARG, "at_space_cluster: NULL argument");
+    *cluster = 1;
+    if (!s->cluster) return AT_OK;
+    int64_t slots[MAX_SLOTS];
+    AT_TRY(config_slots(s, cfg, slots));
+    bool ok;
+    const int64_t v = at_expr_eval(s->cluster, slots, &ok);
+    if (!ok || v <= 0)
+        return at_fail(AT_ERR_TEMPLATE, "space '%s': launch cluster (%s) %s", s->name,
+                       at_expr_text(s->cluster), ok ? "is not positive" : "cannot be evaluated");
+    size_t global[3], local[3];
+    AT_TRY(at_space_launch(s, cfg, global, local));
+    if (global[0] % local[0] != 0 || (global[0] / local[0]) % (size_t)v != 0)
+        return at_fail(AT_ERR_TEMPLATE,
+                       "space '%s': launch cluster (%s = %lld) does not divide the grid's %zu "
+                       "blocks along dimension 0",
+                       s->name, at_expr_text(s->cluster), (long long)v,
+                       (global[0] + local[0] - 1) / local[0]);
+    *cluster = (size_t)v;
+    return AT_OK;
+}
+
 at_status at_space_tmap(const at_space *s, const int64_t *cfg, size_t arg, int64_t *out)
 {
     if (!s || !cfg || !out || arg >= s->nargs || s->args[arg].kind != AT_ARG_TENSORMAP)
@@ -1240,6 +1269,7 @@ uint64_t at_space_fingerprint(const at_space *s, uint64_t seed)
     h = at_hash_str(h, "launch");
     for (int d = 0; d < 3; d++) h = hash_expr(hash_expr(h, s->global[d]), s->local[d]);
     h = hash_expr(hash_expr(h, s->shared), s->workspace);
+    if (s->cluster) h = hash_expr(at_hash_str(h, "cluster"), s->cluster); /* old hashes stay */
     h = at_hash_str(h, "arguments");
     for (size_t i = 0; i < s->nargs; i++) {
         const int64_t kt[2] = {s->args[i].kind, s->args[i].type};

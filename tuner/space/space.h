@@ -120,6 +120,7 @@ typedef struct at_space {
     at_expr *local[3];  /* `launch: local:` */
     size_t launch_dims;
     at_expr *shared;    /* `launch: shared:` dynamic shared memory bytes per block; NULL = 0 */
+    at_expr *cluster;   /* `launch: cluster:` blocks per cluster along dimension 0; NULL = 1 */
     at_expr *workspace; /* `workspace:` bytes of zeroed scratch the kernel takes; NULL = 0 */
     int64_t *defaults;
     size_t ndefaults; /* `defaults:` list of full configs, nparams each */
@@ -159,6 +160,10 @@ at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3
  * of a config; 0 where the space has none. Either output may be NULL. AT_ERR_TEMPLATE when one
  * is negative or cannot be evaluated. */
 at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace);
+/* Blocks per thread-block cluster along dimension 0 (`launch: cluster:`; 1 where the space has
+ * none) of a config. AT_ERR_TEMPLATE when it is not positive, cannot be evaluated, or does not
+ * divide the grid's blocks along dimension 0 (global[0] / local[0]). */
+at_status at_space_cluster(const at_space *s, const int64_t *cfg, size_t *cluster);
 /* A hash of what a configuration's code and results depend on: the kernel name, parameters and
  * their values, problem and device variables, derived values, constraints, defines, launch,
  * workspace and arguments — not comments, formatting, defaults or where the template applies. */

@@ -22,6 +22,12 @@
  * box is clipped at the tensor's bounds. Shared memory written with st.shared and not yet
  * published by the writer's fence.proxy.async is an error for a store that reads it, and so is
  * a shared write over the source of a store that has not read it yet.
+ * The CTAs of a thread-block cluster run at once, each with its own shared memory: a
+ * shared::cluster address is ((rank + 1) << 24) + the offset in CTA rank's window (mapa), a
+ * plain shared address the executing CTA's own; multicast box copies land in every CTA of
+ * their mask and complete on each one's barrier at the same offset; barrier.cluster is a
+ * barrier of all the cluster's threads. A write or arrival into a peer CTA made after that
+ * CTA's last cluster barrier (so possibly after it exited) is an error.
  * Included once per kernel instance, before the template, with the tuning parameters
  * defined. */
 #ifndef AT_WGMMA_EMU_H
@@ -52,10 +58,12 @@ struct tmap {
     int box0, box1;     /* the box, elements */
     int esize, swizzle; /* element bytes; swizzle span in bytes (0: none, 32, 64, 128) */
 };
+struct block;
 struct tma_op {
     unsigned dst, bar;
     tmap map;
     int c0, c1;
+    block *to; /* the CTA whose shared memory and barrier it completes on */
 };
 /* An mbarrier: arrivals expected per phase, still pending, transaction bytes outstanding, the
  * phase number; copies that complete on it, not yet performed (copies late). */
@@ -96,6 +104,14 @@ struct block {
     std::map<int, std::unique_ptr<std::barrier<>>> named; /* bar.sync ID, N (ID > 0) */
     std::barrier<> *bar;
     int group[3], groups[3];
+    /* the thread-block cluster: its CTAs by rank, this one's rank, a barrier of all their
+     * threads (barrier.cluster); the last cluster barrier (counted from 1 per run) after which
+     * a peer wrote or arrived here, and the count this CTA's threads had passed at exit */
+    block **cluster = nullptr;
+    int nctas = 1, rank = 0;
+    std::barrier<> *cluster_bar = nullptr;
+    std::atomic<int> remote_epoch{-1};
+    int exit_epoch = 0;
     /* warp-collective operations, set up by collectives(): one barrier per warp and per
      * warpgroup, a shuffle slot and a published A-register pointer per thread */
     std::vector<std::unique_ptr<std::barrier<>>> warp_bar, wg_bar;
@@ -131,6 +147,7 @@ extern thread_local unsigned last_wait; /* the barrier this thread waited on las
 extern thread_local std::vector<std::vector<store_op>> bulk_groups; /* TMA stores, committed */
 extern thread_local std::vector<store_op> bulk_open;
 extern thread_local std::vector<unsigned> unfenced_words; /* st.shared since the last fence */
+extern thread_local int cluster_epoch;  /* cluster barriers this thread has passed */
 
 void violation(const char *what);
 unsigned char *smem_at(unsigned addr, unsigned bytes); /* bounds-checked */
@@ -140,8 +157,13 @@ float operand(unsigned long long desc, int mn, int k, int mn_major, int dt);
 void mbar_init(unsigned bar, unsigned count);
 void mbar_arrive(unsigned bar, unsigned tx_bytes); /* one arrival, expecting tx_bytes more */
 void mbar_wait(unsigned bar, unsigned parity);
-void tma_load(const tma_op &op);
-void mma_queue(mma_op m);                                      /* an MMA performed at its wait */
+void tma_load(tma_op op, unsigned mask); /* mask: multicast to these ranks; 0: this CTA */
+unsigned mapa(unsigned addr, unsigned rank);
+void mbar_arrive_cluster(unsigned bar); /* an arrival on a shared::cluster address */
+void cluster_sync();
+void cluster_exit();          /* a thread leaves the kernel */
+void cluster_check(block &b); /* after the cluster's threads left: late writes into b */
+void mma_queue(mma_op m);     /* an MMA performed at its wait */
 void st_shared(unsigned dst, const void *src, unsigned bytes); /* generic-proxy shared store */
 void fence_proxy_async();                                      /* fence.proxy.async.shared::cta */
 void tma_store(const store_op &op);
@@ -169,8 +191,11 @@ void drain(std::vector<std::vector<Op>> &groups, int n, void (*perform)(const Op
 
 #ifndef AT_EMU_MACHINE_ONLY /* the test's own file wants the machine, not a kernel's macros */
 /* ---- the kernel dialect --------------------------------------------------------------------- */
-#define KERNEL        static
-#define LOCAL         static /* blocks run one after another: one copy serves them all */
+#define KERNEL static
+#define LOCAL                                                                                      \
+    static /* blocks run one after another: one copy serves them all (not                          \
+            * with clusters, whose CTAs run at once: gemm_wgmma's split-K                          \
+            * epilogue uses it, and excludes CLUSTER) */
 #define RESTRICT      __restrict__
 #define INLINE        static inline
 #define BARRIER()     at_emu::blk->bar->arrive_and_wait()
@@ -256,7 +281,7 @@ INLINE void at_mbar_arrive_expect_tx(at_saddr bar, unsigned bytes)
 INLINE void at_mbar_wait(at_saddr bar, unsigned parity) { at_emu::mbar_wait(bar, parity); }
 INLINE void at_tma_load_2d(at_saddr dst, const at_tmap *map, int c0, int c1, at_saddr bar)
 {
-    at_emu::tma_load({dst, bar, *map, c0, c1});
+    at_emu::tma_load({dst, bar, *map, c0, c1, nullptr}, 0);
 }
 INLINE void at_tma_store_2d(const at_tmap *map, int c0, int c1, at_saddr src)
 {
@@ -265,6 +290,15 @@ INLINE void at_tma_store_2d(const at_tmap *map, int c0, int c1, at_saddr src)
 INLINE void at_bulk_commit() { at_emu::commit(at_emu::bulk_groups, at_emu::bulk_open); }
 template <int N> INLINE void at_bulk_wait_read() { at_emu::bulk_wait(N, true); }
 template <int N> INLINE void at_bulk_wait() { at_emu::bulk_wait(N, false); }
+INLINE void at_tma_load_2d_mc(at_saddr dst, const at_tmap *map, int c0, int c1, at_saddr bar,
+                              unsigned short mask)
+{
+    at_emu::tma_load({dst, bar, *map, c0, c1, nullptr}, mask);
+}
+INLINE unsigned at_cluster_rank() { return (unsigned)at_emu::blk->rank; }
+INLINE unsigned at_mapa(at_saddr addr, unsigned rank) { return at_emu::mapa(addr, rank); }
+INLINE void at_mbar_arrive_cluster(unsigned bar) { at_emu::mbar_arrive_cluster(bar); }
+INLINE void at_cluster_sync() { at_emu::cluster_sync(); }
 INLINE float at_shfl_xor(float v, int mask) { return at_emu::shfl_xor(v, mask); }
 INLINE float at_exp2(float x) { return std::exp2(x); }
 INLINE float at_log2(float x) { return std::log2(x); }

@@ -25,6 +25,7 @@ thread_local unsigned last_wait = ~0u;
 thread_local std::vector<std::vector<store_op>> bulk_groups;
 thread_local std::vector<store_op> bulk_open;
 thread_local std::vector<unsigned> unfenced_words;
+thread_local int cluster_epoch;
 static std::mutex fail_mu;
 
 void violation(const char *what)
@@ -33,15 +34,17 @@ void violation(const char *what)
     if (errors++ < 5) fprintf(stderr, "emulator: thread %d: %s\n", tid, what);
 }
 
-unsigned char *smem_at(unsigned addr, unsigned bytes)
+static unsigned char *smem_in(block &b, unsigned addr, unsigned bytes)
 {
     static unsigned char sink[16];
-    if ((size_t)addr + bytes > blk->smem.size()) {
+    if ((size_t)addr + bytes > b.smem.size()) {
         violation("shared-memory access out of bounds");
         return sink;
     }
-    return blk->smem.data() + addr;
+    return b.smem.data() + addr;
 }
+
+unsigned char *smem_at(unsigned addr, unsigned bytes) { return smem_in(*blk, addr, bytes); }
 
 void do_copy(const cp_op &c)
 {
@@ -157,10 +160,10 @@ static void mbar_check(mbar &b)
     }
 }
 
-static mbar *mbar_find(unsigned bar)
+static mbar *mbar_find(unsigned bar, block &in = *blk)
 {
-    auto it = blk->mbars.find(bar);
-    if (it == blk->mbars.end()) {
+    auto it = in.mbars.find(bar);
+    if (it == in.mbars.end()) {
         violation("mbarrier used before mbarrier.init");
         return nullptr;
     }
@@ -190,25 +193,97 @@ static bool mma_pending_in(unsigned lo, unsigned hi)
     return false;
 }
 
-void mbar_arrive(unsigned bar, unsigned tx_bytes)
+/* An arrival on barrier bar of CTA `in` (this one's, or a peer's through a shared::cluster
+ * address). A release (no tx) checks that none of this thread's MMAs still reads what the
+ * barrier guards: the bytes its CTA's producer refilled after waiting on it, at the same offsets
+ * as this thread's own stage (the CTAs of a cluster lay out their rings alike). */
+static void arrive_in(block &in, unsigned bar, unsigned tx_bytes)
 {
     if (tx_bytes == 0) { /* a consumer's release: none of its MMAs may still read the stage */
         std::pair<unsigned, unsigned> r(0, 0);
         {
-            std::lock_guard<std::mutex> g(blk->mbar_mu);
-            auto it = blk->guards.find(bar);
-            if (it != blk->guards.end()) r = it->second;
+            std::lock_guard<std::mutex> g(in.mbar_mu);
+            auto it = in.guards.find(bar);
+            if (it != in.guards.end()) r = it->second;
         }
         if (r.second > r.first && mma_pending_in(r.first, r.second))
             violation("mbarrier arrival releases a stage that issued MMAs may still read");
     }
-    std::lock_guard<std::mutex> g(blk->mbar_mu);
-    mbar *b = mbar_find(bar);
+    std::lock_guard<std::mutex> g(in.mbar_mu);
+    mbar *b = mbar_find(bar, in);
     if (!b) return;
     if (b->pending <= 0) violation("mbarrier: more arrivals than expected in a phase");
     b->tx += tx_bytes;
     b->pending--;
     mbar_check(*b);
+}
+
+void mbar_arrive(unsigned bar, unsigned tx_bytes) { arrive_in(*blk, bar, tx_bytes); }
+
+/* ---- clusters (PTX ISA "Distributed shared memory", mapa, barrier.cluster, the .multicast
+ * form of cp.async.bulk.tensor) ---- */
+
+/* A shared::cluster address: CTA rank's window at (rank + 1) << 24; below that, the executing
+ * CTA's own shared memory (a shared::cta address is a valid shared::cluster one). */
+static const unsigned cluster_window = 1u << 24;
+
+unsigned mapa(unsigned addr, unsigned rank)
+{
+    if (addr >= cluster_window || (int)rank >= blk->nctas) {
+        violation("mapa: not a shared::cta address, or no such CTA in the cluster");
+        return addr;
+    }
+    return ((rank + 1) << 24) | addr;
+}
+
+/* Notes a write or arrival by this thread into CTA `to`: an error unless a cluster barrier
+ * that `to` waits on follows it (checked when `to`'s threads leave, cluster_exit). */
+static void remote_access(block &to)
+{
+    if (&to == blk) return;
+    int e = to.remote_epoch.load();
+    while (e < cluster_epoch && !to.remote_epoch.compare_exchange_weak(e, cluster_epoch)) {
+    }
+}
+
+void mbar_arrive_cluster(unsigned bar)
+{
+    block *to = blk;
+    if (bar >= cluster_window) {
+        const unsigned r = (bar >> 24) - 1;
+        if ((int)r >= blk->nctas) {
+            violation("mbarrier arrive: shared::cluster address of no CTA of the cluster");
+            return;
+        }
+        to = blk->cluster[r];
+        bar &= cluster_window - 1;
+    }
+    remote_access(*to);
+    arrive_in(*to, bar, 0);
+}
+
+void cluster_sync()
+{
+    if (!blk->cluster_bar) {
+        violation("barrier.cluster outside a cluster launch");
+        return;
+    }
+    blk->cluster_bar->arrive_and_wait();
+    cluster_epoch++;
+}
+
+void cluster_exit()
+{
+    std::lock_guard<std::mutex> g(blk->mbar_mu);
+    blk->exit_epoch = cluster_epoch;
+}
+
+/* Run by one thread of each CTA after all of the cluster's threads have left the kernel. */
+void cluster_check(block &b)
+{
+    if (b.remote_epoch.load() >= b.exit_epoch)
+        violation("a peer CTA wrote or arrived into this CTA's shared memory after the CTA's "
+                  "last cluster barrier (it may have exited: barrier.cluster before exit)");
 }
 
 /* The box copy itself: row r, element c of the box from tensor element (c0 + c, c1 + r), zero
@@ -217,12 +292,13 @@ void mbar_arrive(unsigned bar, unsigned tx_bytes)
 static void tma_perform(const tma_op &op)
 {
     const tmap &m = op.map;
+    block &to = *op.to;
     for (int r = 0; r < m.box1; r++)
         for (int c = 0; c < m.box0; c++) {
             const int x = op.c0 + c, y = op.c1 + r;
             unsigned addr = op.dst + (unsigned)((r * m.box0 + c) * m.esize);
             if (m.swizzle) addr ^= ((addr >> 7) & (unsigned)(m.swizzle / 16 - 1)) << 4;
-            unsigned char *d = smem_at(addr, (unsigned)m.esize);
+            unsigned char *d = smem_in(to, addr, (unsigned)m.esize);
             if (x >= 0 && x < m.dim0 && y >= 0 && y < m.dim1)
                 memcpy(d, (const unsigned char *)m.base + y * m.stride1 + (long long)x * m.esize,
                        (size_t)m.esize);
@@ -231,39 +307,51 @@ static void tma_perform(const tma_op &op)
         }
 }
 
-void tma_load(const tma_op &op)
+void tma_load(tma_op op, unsigned mask)
 {
     const tmap &m = op.map;
+    const unsigned bytes = (unsigned)(m.box0 * m.box1 * m.esize);
     if ((op.dst & 127) || (m.swizzle && (op.dst & 1023)))
         violation("cp.async.bulk.tensor: shared destination misaligned for the swizzle");
     if (m.swizzle && m.box0 * m.esize != m.swizzle)
         violation("cp.async.bulk.tensor: box rows must span the swizzle here");
     if (m.stride1 % 16 || ((uintptr_t)m.base & 15))
         violation("tensor map: base or row stride not 16-byte aligned");
-    if (copy_at_issue) {
-        const unsigned bytes = (unsigned)(m.box0 * m.box1 * m.esize);
-        std::lock_guard<std::mutex> g(blk->mma_mu);
-        auto it = blk->mma_reads.lower_bound(op.dst);
-        if (it != blk->mma_reads.end() && *it < op.dst + bytes)
-            violation("TMA refills shared memory that issued MMAs may still read");
+    if (mask >> blk->nctas)
+        violation("cp.async.bulk.tensor: multicast to a CTA not in the cluster");
+    {
+        std::lock_guard<std::mutex> g(blk->mbar_mu);
+        if (last_wait != ~0u) { /* the barrier the issuer waited on guards what it now refills */
+            auto it = blk->guards.find(last_wait);
+            const unsigned end = op.dst + bytes;
+            if (it == blk->guards.end())
+                blk->guards[last_wait] = {op.dst, end};
+            else
+                it->second = {std::min(it->second.first, op.dst), std::max(it->second.second, end)};
+        }
     }
-    std::lock_guard<std::mutex> g(blk->mbar_mu);
-    if (last_wait != ~0u) { /* the barrier the issuer waited on guards what it now refills */
-        auto it = blk->guards.find(last_wait);
-        const unsigned end = op.dst + (unsigned)(m.box0 * m.box1 * m.esize);
-        if (it == blk->guards.end())
-            blk->guards[last_wait] = {op.dst, end};
-        else
-            it->second = {std::min(it->second.first, op.dst), std::max(it->second.second, end)};
-    }
-    mbar *b = mbar_find(op.bar);
-    if (!b) return;
-    if (copy_at_issue) {
-        tma_perform(op);
-        b->tx -= (long long)m.box0 * m.box1 * m.esize;
-        mbar_check(*b);
-    } else {
-        b->queued.push_back(op);
+    /* the same offsets in each destination CTA: this one, or those of the multicast mask */
+    for (int r = 0; r < blk->nctas; r++) {
+        if (mask ? !(mask >> r & 1) : r != blk->rank) continue;
+        block &to = blk->cluster ? *blk->cluster[r] : *blk;
+        op.to = &to;
+        remote_access(to);
+        if (copy_at_issue) {
+            std::lock_guard<std::mutex> g(to.mma_mu);
+            auto it = to.mma_reads.lower_bound(op.dst);
+            if (it != to.mma_reads.end() && *it < op.dst + bytes)
+                violation("TMA refills shared memory that issued MMAs may still read");
+        }
+        std::lock_guard<std::mutex> g(to.mbar_mu);
+        mbar *b = mbar_find(op.bar, to);
+        if (!b) continue;
+        if (copy_at_issue) {
+            tma_perform(op);
+            b->tx -= bytes;
+            mbar_check(*b);
+        } else {
+            b->queued.push_back(op);
+        }
     }
 }
 

@@ -18,6 +18,8 @@ struct at_emu_args {
 
 struct at_emu_kernel {
     int bm, bn, bk, wn, wgs, stages, splitk, ta, tb, dt, group_m, swap, load, persist, store;
+    int cluster;
+    int exact; /* compiled with EDGE_M = EDGE_N = EDGE_K = 0: whole tiles only */
     void (*run)(const at_emu_args &);
 };
 
