@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "tests/gpu/tma_cases.h"
 #include "tests/unit/test_support.h"
 #include "tests/unit/tmpdir.h"
 #include "tuner/ops/gemm.h"
@@ -75,57 +76,14 @@ static void test_tma_configs(void **state)
 {
     (void)state;
     if (g_no_device[0]) skip();
-    static const char *const configs[] = {
-        "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,GROUP_M=1,SWAP=0,"
-        "LOAD=1,PERSIST=0,STORE=0,CLUSTER=1",
-        "BM=128,BN=256,BK=64,WN=256,WGS=2,STAGES=4,SPLITK=1,GROUP_M=8,SWAP=0,"
-        "LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
-        "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,GROUP_M=1,SWAP=0,"
-        "LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
-        "BM=64,BN=128,BK=32,WN=128,WGS=1,STAGES=6,SPLITK=1,GROUP_M=1,SWAP=0,"
-        "LOAD=1,PERSIST=0,STORE=0,CLUSTER=1",
-        "BM=128,BN=128,BK=64,WN=128,WGS=2,STAGES=3,SPLITK=2,GROUP_M=1,SWAP=0,"
-        "LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
-        "BM=128,BN=16,BK=64,WN=16,WGS=1,STAGES=6,SPLITK=1,GROUP_M=1,SWAP=1,"
-        "LOAD=2,PERSIST=0,STORE=0,CLUSTER=1",
-        "BM=128,BN=32,BK=64,WN=32,WGS=1,STAGES=6,SPLITK=1,GROUP_M=1,SWAP=1,"
-        "LOAD=1,PERSIST=0,STORE=0,CLUSTER=1",
-        /* persistent, the ring running on across tiles (valid on the 4096 x 4096 shape) */
-        "BM=128,BN=256,BK=64,WN=256,WGS=2,STAGES=4,SPLITK=1,GROUP_M=8,SWAP=0,"
-        "LOAD=2,PERSIST=1,STORE=0,CLUSTER=1",
-        /* the TMA-store epilogue (STORE): thread 0 and the producer warpgroup, persistent too;
-         * beta != 0 shapes run its register epilogue */
-        "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,GROUP_M=1,SWAP=0,"
-        "LOAD=1,PERSIST=0,STORE=1,CLUSTER=1",
-        "BM=128,BN=256,BK=64,WN=256,WGS=2,STAGES=3,SPLITK=1,GROUP_M=8,SWAP=0,"
-        "LOAD=2,PERSIST=1,STORE=1,CLUSTER=1",
-        /* 2x1 clusters sharing B by multicast (cuLaunchKernelEx): LOAD 1 (1024^3 nn: the B box
-         * split along k; 520 rows: 5 tile rows, a ragged last unit; tt), LOAD 2 persistent
-         * (4096^2; not valid on the other shapes it meets) */
-        "BM=128,BN=128,BK=64,WN=128,WGS=1,STAGES=4,SPLITK=1,GROUP_M=1,SWAP=0,LOAD=1,PERSIST=0,"
-        "STORE=0,CLUSTER=2",
-        "BM=128,BN=256,BK=64,WN=256,WGS=2,STAGES=4,SPLITK=1,GROUP_M=8,SWAP=0,LOAD=2,PERSIST=1,"
-        "STORE=0,CLUSTER=2",
-    };
-    static const struct {
-        int m, n, k;
-        at_layout lay;
-        float beta;
-    } shapes[] = {
-        /* a config meets every other shape: small m at an even and an odd place, for SWAP */
-        {1024, 1024, 1024, AT_LAYOUT_NN, 0.0f}, {4096, 4096, 256, AT_LAYOUT_NN, 0.0f},
-        {520, 264, 136, AT_LAYOUT_NT, 0.0f},    {264, 520, 1000, AT_LAYOUT_TN, -1.0f},
-        {24, 1000, 256, AT_LAYOUT_NT, 0.5f},    {16, 4096, 512, AT_LAYOUT_NN, 0.0f},
-        {1000, 1000, 776, AT_LAYOUT_TT, 0.5f},
-    };
     size_t ran = 0;
     /* every config on every other shape (about 20 s on the GPU machine: a compile each) */
-    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++)
-        for (size_t s = c % 2; s < sizeof shapes / sizeof shapes[0]; s += 2)
-            ran += (size_t)check_config(configs[c], (c + s) % 4 ? AT_DTYPE_BF16 : AT_DTYPE_F16,
-                                        shapes[s].lay, shapes[s].m, shapes[s].n, shapes[s].k,
-                                        shapes[s].beta);
-    assert_int_equal(ran, 25); /* every config on at least one shape */
+    for (size_t c = 0; c < AT_TMA_NCONFIGS; c++)
+        for (size_t s = c % 2; s < AT_TMA_NSHAPES; s += 2)
+            ran += (size_t)check_config(at_tma_configs[c], AT_TMA_DTYPE(c, s), at_tma_shapes[s].lay,
+                                        at_tma_shapes[s].m, at_tma_shapes[s].n, at_tma_shapes[s].k,
+                                        at_tma_shapes[s].beta);
+    assert_int_equal(ran, AT_TMA_RUNS); /* test_cuda_gemm checks the count without a device */
 }
 
 /* The library's launch on the caller's buffers: the maps encoded for them. */

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "tests/gpu/tma_cases.h"
 #include "tests/unit/test_support.h"
 #include "tuner/backends/cuda_report.h"
 #include "tuner/ops/gemm.h"
@@ -515,6 +516,42 @@ static void test_cluster_compiles(void **state)
                   "LOAD", 1, check_cluster, 2);
 }
 
+/* The pairs of configuration and shape tests/gpu/test_tma runs on a GPU, counted where there is
+ * none: the same space on a compile-only sm_90a target (the GPU run asserts the count). */
+static void test_tma_cases_counted(void **state)
+{
+    (void)state;
+    AT_TEST_NEED(g_no_nvrtc);
+    at_device_info info;
+    at_bdev *d = NULL;
+    assert_int_equal(at_cuda_backend.open_target("sm_90a", &info, &d), AT_OK);
+    size_t pairs = 0;
+    for (size_t c = 0; c < AT_TMA_NCONFIGS; c++) {
+        size_t here = 0;
+        for (size_t s = c % 2; s < AT_TMA_NSHAPES; s += 2) {
+            at_template *t = NULL;
+            at_gemm_problem p = {.m = at_tma_shapes[s].m,
+                                 .n = at_tma_shapes[s].n,
+                                 .k = at_tma_shapes[s].k,
+                                 .dtype = AT_TMA_DTYPE(c, s),
+                                 .layout = at_tma_shapes[s].lay,
+                                 .alpha = 1,
+                                 .beta = at_tma_shapes[s].beta};
+            assert_int_equal(at_template_load("gemm_wgmma", "cuda", &t), AT_OK);
+            assert_int_equal(at_template_bind_device(t, &info), AT_OK);
+            assert_int_equal(at_gemm_bind(&p, t->space), AT_OK);
+            int64_t cfg[AT_MAX_PARAMS];
+            assert_int_equal(at_config_parse(t->space, at_tma_configs[c], cfg), AT_OK);
+            here += (size_t)at_space_valid(t->space, cfg, NULL, 0);
+            at_template_free(t);
+        }
+        if (!here) fail_msg("%s meets no shape it is valid on", at_tma_configs[c]);
+        pairs += here;
+    }
+    assert_int_equal(pairs, AT_TMA_RUNS);
+    at_cuda_backend.close(d);
+}
+
 int main(void)
 {
     at_test_have_compiler(&at_cuda_backend, "sm_80", g_no_nvrtc, sizeof g_no_nvrtc);
@@ -527,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_tma_compiles),
         cmocka_unit_test(test_persistent_compiles),
         cmocka_unit_test(test_cluster_compiles),
+        cmocka_unit_test(test_tma_cases_counted),
     };
     return at_test_exit(cmocka_run_group_tests(tests, NULL, NULL), g_no_nvrtc);
 }
