@@ -718,21 +718,21 @@ INLINE void at_store_pair(unsigned short *C, const int ldc, const int M, const i
 #define AT_BOUNDS
 #endif
 KERNEL AT_BOUNDS void gemm_wgmma(const int M, const int N, const int K, const float alpha,
-                       const float beta,
-                       const unsigned short *__restrict__ A, const int lda,
-                       const unsigned short *__restrict__ B, const int ldb, unsigned short *C,
-                       const int ldc
+                                 const float beta, const unsigned short *__restrict__ A,
+                                 const int lda, const unsigned short *__restrict__ B, const int ldb,
+                                 unsigned short *C, const int ldc
 #if SPLITK > 1
-                       ,
-                       float *ws
+                                 ,
+                                 float *ws
 #endif
 #if LOAD >= 1
-                       ,
-                       const AT_GRID_CONSTANT at_tmap tma_a, const AT_GRID_CONSTANT at_tmap tma_b
+                                 ,
+                                 const AT_GRID_CONSTANT at_tmap tma_a,
+                                 const AT_GRID_CONSTANT at_tmap tma_b
 #endif
 #if STORE
-                       ,
-                       const AT_GRID_CONSTANT at_tmap tma_c
+                                 ,
+                                 const AT_GRID_CONSTANT at_tmap tma_c
 #endif
 )
 {

@@ -147,7 +147,7 @@ extern thread_local unsigned last_wait; /* the barrier this thread waited on las
 extern thread_local std::vector<std::vector<store_op>> bulk_groups; /* TMA stores, committed */
 extern thread_local std::vector<store_op> bulk_open;
 extern thread_local std::vector<unsigned> unfenced_words; /* st.shared since the last fence */
-extern thread_local int cluster_epoch;  /* cluster barriers this thread has passed */
+extern thread_local int cluster_epoch; /* cluster barriers this thread has passed */
 
 void violation(const char *what);
 unsigned char *smem_at(unsigned addr, unsigned bytes); /* bounds-checked */

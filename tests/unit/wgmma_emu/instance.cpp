@@ -113,10 +113,9 @@ void run(const at_emu_args &a)
     for (std::thread &t : threads) t.join();
 }
 
-const at_emu_kernel self = {
-    BM, BN, BK,      WN,   WGS,  STAGES,  SPLITK, TA,
-    TB, DT, GROUP_M, SWAP, LOAD, PERSIST, STORE,  CLUSTER, !(EDGE_M || EDGE_N || EDGE_K),
-    run};
+constexpr int exact = !(EDGE_M || EDGE_N || EDGE_K); /* whole tiles only */
+const at_emu_kernel self = {BM, BN,      BK,   WN,   WGS,     STAGES, SPLITK,  TA,    TB,
+                            DT, GROUP_M, SWAP, LOAD, PERSIST, STORE,  CLUSTER, exact, run};
 const bool registered = at_emu_register(&self);
 
 } // namespace
