@@ -550,12 +550,7 @@ static double median_to_p2_optimum(int with_values)
         }
         at_search_free(s);
     }
-    for (size_t i = 1; i < 21; i++)
-        for (size_t j = i; j > 0 && found[j - 1] > found[j]; j--) {
-            double t = found[j];
-            found[j] = found[j - 1];
-            found[j - 1] = t;
-        }
+    qsort(found, 21, sizeof found[0], at_cmp_double);
     return found[10];
 }
 
