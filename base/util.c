@@ -85,7 +85,8 @@ double at_unloaded_ms(double event_ms, double host_ms, const at_sched_acct *a,
     const double wait = (double)(b->wait - a->wait) * 1e-6 / threads;
     const double self = (double)(b->self_wait - a->self_wait) * 1e-6;
     const double t = host_ms - self - wait;
-    return t > event_ms ? event_ms : t < run ? run : t; /* in [run, event_ms] */
+    const double ms = t > event_ms ? event_ms : t < run ? run : t; /* in [run, event_ms] */
+    return (double)(int64_t)(ms * 1e6 + 0.5) * 1e-6; /* whole nanoseconds, as event times */
 }
 
 char *at_strdup(const char *s) { return s ? strdup(s) : NULL; }

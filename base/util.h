@@ -47,7 +47,8 @@ int at_sched_account(at_sched_acct *out);
  * the span `a` and `b` were read over); `threads`: the threads that ran it. The waits of those
  * threads for a core, spread over them, are taken out of the host time (and the calling thread's
  * own wait after the run), never below their time on a core spread over them (the work itself)
- * and never above event_ms: on a quiet machine the result is event_ms. */
+ * and never above event_ms: on a quiet machine the result is event_ms. In whole nanoseconds,
+ * the resolution of event times (records print microseconds to 3 decimals). */
 double at_unloaded_ms(double event_ms, double host_ms, const at_sched_acct *a,
                       const at_sched_acct *b, int threads);
 

@@ -276,6 +276,8 @@ static void test_unloaded_time(void **state)
     /* each thread waited 20 ms for a core: 30 ms of event time is 10.2 of the host's 30.2 */
     const at_sched_acct loaded = {20000000, 40000000, 0};
     assert_float_equal(at_unloaded_ms(30.0, 30.2, &zero, &loaded, 2), 10.2, 1e-9);
+    /* in whole nanoseconds, as event times are (records print microseconds to 3 decimals) */
+    assert_float_equal(at_unloaded_ms(30.0, 30.2000004, &zero, &loaded, 2), 10.2, 1e-9);
     /* the calling thread waited 5 ms for a core after the run: not the run's time */
     const at_sched_acct late = {20000000, 40000000, 5000000};
     assert_float_equal(at_unloaded_ms(30.0, 35.0, &zero, &late, 2), 10.0, 1e-9);
