@@ -184,19 +184,23 @@ static at_status model_init(at_search *s)
     /* One more feature per integer parameter whose values mix powers of two and others: is the
      * value a power of two. A block of 64 or 128 threads can run several times faster than one
      * of 48 or 80 beside it (the recorded convolutions: 4-100x), a cliff that value ranks
-     * alone isolate only with two splits per power of two. */
+     * alone isolate only with two splits per power of two. Only where the rarer kind holds at
+     * least a fifth of the values: a flag true for 5 values of 31 (pnpoly's block sizes, no
+     * cliff there) mostly gives the trees chance splits on the few configs measured early. */
     size_t pow2_of[256], npow2 = 0;
     for (size_t f = 0; f < nf && s->space.values; f++) {
         size_t j = feat_of[f];
-        int seen[2] = {0, 0}, ints = 1;
-        for (size_t v = 0; v < s->space.nvalues[j] && ints; v++) {
+        size_t seen[2] = {0, 0}, nv = s->space.nvalues[j];
+        int ints = 1;
+        for (size_t v = 0; v < nv && ints; v++) {
             int p = pow2_value(s->space.values[j][v]);
             if (p < 0)
                 ints = 0;
             else
-                seen[p] = 1;
+                seen[p]++;
         }
-        if (ints && seen[0] && seen[1] && nf + npow2 < 256) pow2_of[npow2++] = j;
+        size_t rare = seen[0] < seen[1] ? seen[0] : seen[1];
+        if (ints && rare && 5 * rare >= nv && nf + npow2 < 256) pow2_of[npow2++] = j;
     }
     m->nf = nf + npow2;
     if (m->nf == 0) m->nf = 1; /* a space of one value per parameter: a constant feature */
