@@ -28,6 +28,7 @@
 #define MF_RANDOM_EVERY 10
 #define MF_LOCAL_EVERY  3
 #define MF_LOCAL_TOP    5    /* local picks look around the five best configs */
+#define MF_STUCK        20   /* reports without a better best: local picks go coordinate-first */
 #define MF_INIT         5    /* initial design: random (or prior-ranked) configs */
 #define MF_SD_FLOOR     1e-3 /* in log time: 0.1 % */
 #define MF_SCORED       4096 /* configs ranked per fit (a window of a larger space) */
@@ -80,6 +81,7 @@ typedef struct model_state {
     unsigned char *islocal; /* 1: proposed by a local pick */
     double yseen;           /* best time reported so far */
     int hot;                /* the last local pick reported improved the best */
+    size_t since;           /* reports since the best last improved */
     int oom;
     /* Warm start (transfer.c): the last feature is the sources' prediction; NULL: none. */
     double *xraw;
@@ -184,19 +186,23 @@ static at_status model_init(at_search *s)
     /* One more feature per integer parameter whose values mix powers of two and others: is the
      * value a power of two. A block of 64 or 128 threads can run several times faster than one
      * of 48 or 80 beside it (the recorded convolutions: 4-100x), a cliff that value ranks
-     * alone isolate only with two splits per power of two. */
+     * alone isolate only with two splits per power of two. Only where the rarer kind holds at
+     * least a fifth of the values: a flag true for 5 values of 31 (pnpoly's block sizes, no
+     * cliff there) mostly gives the trees chance splits on the few configs measured early. */
     size_t pow2_of[256], npow2 = 0;
     for (size_t f = 0; f < nf && s->space.values; f++) {
         size_t j = feat_of[f];
-        int seen[2] = {0, 0}, ints = 1;
-        for (size_t v = 0; v < s->space.nvalues[j] && ints; v++) {
+        size_t seen[2] = {0, 0}, nv = s->space.nvalues[j];
+        int ints = 1;
+        for (size_t v = 0; v < nv && ints; v++) {
             int p = pow2_value(s->space.values[j][v]);
             if (p < 0)
                 ints = 0;
             else
-                seen[p] = 1;
+                seen[p]++;
         }
-        if (ints && seen[0] && seen[1] && nf + npow2 < 256) pow2_of[npow2++] = j;
+        size_t rare = seen[0] < seen[1] ? seen[0] : seen[1];
+        if (ints && rare && 5 * rare >= nv && nf + npow2 < 256) pow2_of[npow2++] = j;
     }
     m->nf = nf + npow2;
     if (m->nf == 0) m->nf = 1; /* a space of one value per parameter: a constant feature */
@@ -480,8 +486,10 @@ static void fit(at_search *s, model_state *m)
     m->next_cand = 0;
 }
 
-/* The best unmeasured neighbour (by expected improvement) of the MF_LOCAL_TOP best configs. */
-static size_t local_pick(at_search *s, model_state *m)
+/* The best unmeasured neighbour (by expected improvement) of the MF_LOCAL_TOP best configs; with
+ * coord, an incumbent's one-parameter moves first, its wider neighbourhood only when those are
+ * all measured (a coordinate search). */
+static size_t local_pick(at_search *s, model_state *m, int coord)
 {
     size_t top[MF_LOCAL_TOP], ntop = 0;
     double topy[MF_LOCAL_TOP];
@@ -510,7 +518,10 @@ static size_t local_pick(at_search *s, model_state *m)
     const size_t np = s->space.nparams, n = s->space.nconfigs;
     size_t best = AT_NONE;
     double best_ei = 0;
-    for (size_t t = 0; t < ntop; t++) {
+    for (size_t k = 0; k < 2 * ntop; k++) {
+        size_t t = k / 2;
+        int only_one = k % 2 == 0; /* the first pass over an incumbent: one-parameter moves */
+        if (only_one && !coord) continue;
         const uint16_t *a = s->space.idx + top[t] * np;
         for (size_t c = 0; c < n; c++) {
             if (s->state[c] != CFG_NEW) continue;
@@ -523,7 +534,7 @@ static size_t local_pick(at_search *s, model_state *m)
                 if (far && diff > 1) far = 2;
             }
             /* A local step does not walk into a region that is likely to fail. */
-            if (far >= 2 || fail_prob(m, c) > 0.5) continue;
+            if (far >= 2 || (only_one && diff > 1) || fail_prob(m, c) > 0.5) continue;
             double ei = score(m, c);
             if (best == AT_NONE || ei > best_ei) best = c, best_ei = ei;
         }
@@ -578,7 +589,7 @@ static size_t model_pick(at_search *s)
      * optimum and neighbourhood search is strongest; and every pick is, for as long as the
      * last local pick reported improved the best (a trust region that pays stays open). */
     if (m->hot || m->proposals % MF_LOCAL_EVERY == 1) {
-        size_t c = local_pick(s, m);
+        size_t c = local_pick(s, m, m->since >= MF_STUCK);
         if (c != AT_NONE) {
             m->islocal[c] = 1;
             return c;
@@ -608,6 +619,7 @@ static void model_report(at_search *s, size_t c, double y)
     m->train[m->ntrain++] = c;
     if (isfinite(y)) m->nok++;
     if (m->islocal[c]) m->hot = y < m->yseen;
+    m->since = y < m->yseen ? 0 : m->since + 1;
     if (y < m->yseen) m->yseen = y;
 }
 
