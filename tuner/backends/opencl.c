@@ -308,6 +308,13 @@ static int64_t dev_uint(cl_device_id d, cl_device_info what)
     return cl.clGetDeviceInfo(d, what, sizeof v, &v, NULL) == CL_SUCCESS ? (int64_t)v : 0;
 }
 
+static bool dev_is_cpu(cl_device_id d)
+{
+    cl_device_type type = 0;
+    return cl.clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+           (type & CL_DEVICE_TYPE_CPU);
+}
+
 /* The per-core L1 data and L2 cache sizes of the host, for an OpenCL CPU device (which runs on
  * the host's cores): OpenCL reports only the last-level cache. Linux sysfs, cpu0; 0 when not
  * there. */
@@ -372,9 +379,7 @@ static at_status ocl_device_info(int idx, at_device_info *out)
     out->l2_bytes = dev_ulong(e.device, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE);
     out->max_alloc_bytes = dev_ulong(e.device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
     out->clock_mhz = dev_uint(e.device, CL_DEVICE_MAX_CLOCK_FREQUENCY);
-    cl_device_type type = 0;
-    cl.clGetDeviceInfo(e.device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    out->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
+    out->is_cpu = dev_is_cpu(e.device);
     /* The real SIMD width is a per-kernel query (CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE);
      * 32 is right for NVIDIA and a safe tile multiple elsewhere. */
     out->warp_size = out->is_cpu ? 1 : 32;
@@ -420,9 +425,7 @@ static void ocl_close(at_bdev *d)
  * versions (part of the binaries' key). */
 static void facts_of(at_bdev *d)
 {
-    cl_device_type type = 0;
-    if (cl.clGetDeviceInfo(d->device, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
-        (type & CL_DEVICE_TYPE_CPU))
+    if (dev_is_cpu(d->device))
         d->cpu_threads = (int)dev_uint(d->device, CL_DEVICE_MAX_COMPUTE_UNITS);
     char pver[256], drv[128], dver[256];
     plat_str(d->platform, CL_PLATFORM_VERSION, pver, sizeof pver);
