@@ -88,8 +88,8 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_problem *p, 
     }
     if (st == AT_OK) st = at_args_maps(s, cfg, k->problem, k->maps);
     if (st == AT_OK) st = at_space_launch(s, cfg, k->global, k->local);
-    size_t ws_bytes = 0;
-    if (st == AT_OK) st = at_space_memory(s, cfg, &k->shared_bytes, &ws_bytes);
+    size_t ws_bytes = 0, scratch_bytes = 0;
+    if (st == AT_OK) st = at_space_memory(s, cfg, &k->shared_bytes, &ws_bytes, &scratch_bytes);
     if (st == AT_OK) st = at_space_cluster(s, cfg, &k->cluster);
     if (st == AT_OK) {
         k->prog = binary_load(ctx, t->source, options, s->kernel);
@@ -101,7 +101,8 @@ at_status at_kernel_build(at_context *ctx, at_template *t, const at_problem *p, 
         if (st == AT_OK) at_binary_store(ctx, t->source, options, k->prog);
         free(log);
     }
-    k->ws_bytes = ws_bytes; /* made at the first launch: a cached kernel is never launched */
+    /* made at the first launch (a cached kernel is never launched), zeroed, scratch included */
+    k->ws_bytes = ws_bytes + scratch_bytes;
     k->refs = 1;
     if (st != AT_OK) {
         at_kernel_destroy(k);

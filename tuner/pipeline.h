@@ -64,7 +64,9 @@ typedef struct at_run_arg {
 /* How to launch a compiled candidate. */
 typedef struct at_run_spec {
     char kernel[128];
-    size_t global[3], local[3], dims, shared_bytes, ws_bytes;
+    size_t global[3], local[3], dims, shared_bytes;
+    size_t ws_bytes;      /* the workspace: zeroed before the run, checked zero after it */
+    size_t scratch_bytes; /* after it in the same buffer: poisoned (NaN) before, not checked */
     size_t cluster; /* blocks per thread-block cluster along dimension 0 (1: none) */
     at_run_arg args[AT_MAX_ARGS];
     size_t nargs;

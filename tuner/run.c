@@ -126,7 +126,8 @@ static at_status make_spec(const at_runner *r, const at_template *t, const int64
     snprintf(spec->kernel, sizeof spec->kernel, "%s", s->kernel);
     spec->dims = s->launch_dims;
     AT_TRY(at_space_launch(s, cfg, spec->global, spec->local));
-    AT_TRY(at_space_memory(s, cfg, &spec->shared_bytes, &spec->ws_bytes));
+    AT_TRY(at_space_memory(s, cfg, &spec->shared_bytes, &spec->ws_bytes, &spec->scratch_bytes));
+    const size_t ws_total = spec->ws_bytes + spec->scratch_bytes;
     AT_TRY(at_space_cluster(s, cfg, &spec->cluster));
     void *tokens[AT_MAX_BUFFERS];
     for (size_t i = 0; i < r->nbufs; i++) tokens[i] = (void *)(uintptr_t)(i + 1);
@@ -135,14 +136,13 @@ static at_status make_spec(const at_runner *r, const at_template *t, const int64
     AT_TRY(at_args_maps(s, cfg, r->p, maps));
     const at_tmap_src src = {maps, NULL, NULL}; /* encoded by the device half */
     at_arglist a;
-    AT_TRY(at_args_build(s->args, s->nargs, r->p, tokens, spec->ws_bytes ? &ws_token : NULL, &src,
-                         &a));
+    AT_TRY(at_args_build(s->args, s->nargs, r->p, tokens, ws_total ? &ws_token : NULL, &src, &a));
     /* The built list follows the template's, less a workspace the config does not take and
      * the tensor maps whose `when:` is false. */
     size_t k = 0;
     for (size_t i = 0; i < s->nargs; i++) {
         const at_arg *arg = &s->args[i];
-        if (arg->kind == AT_ARG_WORKSPACE && !spec->ws_bytes) continue;
+        if (arg->kind == AT_ARG_WORKSPACE && !ws_total) continue;
         if (arg->kind == AT_ARG_TENSORMAP && !maps[i].present) continue;
         at_run_arg *ra = &spec->args[k];
         ra->kind = (uint8_t)arg->kind;

@@ -245,7 +245,21 @@ static at_status dev_read_back(devside *d, size_t i, const at_readback *rb)
     return AT_OK;
 }
 
-/* Loads the binary, resets the outputs (mask), zeroes the workspace, launches once and reads
+/* Zeroes the workspace and poisons the scratch after it (a kernel that reads its scratch before
+ * writing it goes wrong). */
+static at_status dev_reset_ws(devside *d, const at_run_spec *s)
+{
+    if (!s->scratch_bytes) return d->ops->buffer_fill(d->dev, d->ws, 0);
+    AT_TRY(d->ops->buffer_fill(d->dev, d->ws, GUARD_BYTE));
+    if (!s->ws_bytes) return AT_OK;
+    unsigned char *zero = calloc(1, s->ws_bytes);
+    at_status st = zero ? d->ops->buffer_write(d->dev, d->ws, 0, zero, s->ws_bytes)
+                        : at_fail(AT_ERR_NO_MEMORY, "out of memory zeroing a workspace");
+    free(zero);
+    return st;
+}
+
+/* Loads the binary, resets the outputs (mask), resets the workspace, launches once and reads
  * every buffer back (guards included) for the host half to check. */
 static void dev_run(devside *d, const request *rq, reply *rp)
 {
@@ -269,12 +283,13 @@ static void dev_run(devside *d, const request *rq, reply *rp)
         free(log);
         d->bin_id = rq->bin_id;
     }
-    if (s->ws_bytes > d->ws.bytes && d->ws.handle) {
+    const size_t ws_total = s->ws_bytes + s->scratch_bytes;
+    if (ws_total > d->ws.bytes && d->ws.handle) {
         d->ops->buffer_free(d->dev, d->ws);
         memset(&d->ws, 0, sizeof d->ws);
     }
     at_status st = AT_OK;
-    if (s->ws_bytes && !d->ws.handle) st = d->ops->buffer_alloc(d->dev, s->ws_bytes, &d->ws);
+    if (ws_total && !d->ws.handle) st = d->ops->buffer_alloc(d->dev, ws_total, &d->ws);
     if (st == AT_OK) st = make_args(d, s);
     memcpy(d->g, s->global, sizeof d->g);
     memcpy(d->l, s->local, sizeof d->l);
@@ -282,7 +297,7 @@ static void dev_run(devside *d, const request *rq, reply *rp)
     d->shared = s->shared_bytes;
     d->cluster = s->cluster;
     if (st == AT_OK) st = dev_upload(d, rq->mask, rq->rb.fill);
-    if (st == AT_OK && s->ws_bytes) st = d->ops->buffer_fill(d->dev, d->ws, 0);
+    if (st == AT_OK && ws_total) st = dev_reset_ws(d, s);
     if (st == AT_OK)
         st = d->ops->launch(d->dev, d->prog, d->args.a, d->args.n, d->g, d->l, d->dims, d->cluster,
                             d->shared, NULL, &rp->ms);

@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             at_space_valid(s, cfg, why, sizeof why);
             size_t global[3], local[3], shared, workspace;
             at_space_launch(s, cfg, global, local);
-            at_space_memory(s, cfg, &shared, &workspace);
+            at_space_memory(s, cfg, &shared, &workspace, NULL);
             at_config_defines(s, cfg, buf, sizeof buf);
             int64_t v;
             for (size_t j = 0; j < s->nderived; j++) at_space_value(s, cfg, s->derived[j].name, &v);

@@ -80,7 +80,7 @@ static void run_case(const char *config, at_dtype dt, at_layout lay, int m, int 
     assert_int_equal(at_config_parse(t->space, config, cfg), AT_OK);
     assert_int_equal(at_config_defines(t->space, cfg, options, sizeof options), AT_OK);
     assert_int_equal(at_space_launch(t->space, cfg, g, l), AT_OK);
-    assert_int_equal(at_space_memory(t->space, cfg, &shared, &wsb), AT_OK);
+    assert_int_equal(at_space_memory(t->space, cfg, &shared, &wsb, NULL), AT_OK);
     at_bprog *prog = NULL;
     char *log = NULL;
     if (B->compile(g_ctx.dev, t->source, options, "gemm_mma", &prog, &log) != AT_OK)

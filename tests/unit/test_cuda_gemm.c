@@ -151,7 +151,7 @@ static void compile_where(const char *tname, const char *arch, at_dtype dtype, a
         if (check) {
             size_t g[3], l[3], ws = 0, shared = 0;
             assert_int_equal(at_space_launch(s, cfg, g, l), AT_OK);
-            assert_int_equal(at_space_memory(s, cfg, &shared, &ws), AT_OK);
+            assert_int_equal(at_space_memory(s, cfg, &shared, &ws, NULL), AT_OK);
             check(&b, i, g, l, ws);
         }
         compile_fits(&b, cfg, arch);

@@ -288,6 +288,17 @@ static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, c
         if (ms) *ms = 10.0 / (double)define_of(p, "SPLITK") + (define_of(p, "BM") == 16);
         if (define_of(p, "SPLITK") > 1) return AT_OK;
     }
+    /* the space of test_scratch: a 16-byte workspace that must be zero, then SC * 64 bytes of
+     * scratch that SC=1 writes before it reads and SC=2 reads as if it were zero */
+    float from_scratch = 0.0f;
+    if (define_of(p, "SC") >= 1) {
+        unsigned char *ws = *(unsigned char *const *)arg(a, AT_ARG_WORKSPACE, NULL);
+        for (int i = 0; i < 16; i++)
+            if (ws[i]) return at_fail(AT_ERR_LAUNCH, "a workspace that is not zero");
+        float *scratch = (float *)(ws + 16);
+        if (define_of(p, "SC") == 1) scratch[0] = 0.0f;
+        from_scratch = scratch[0];
+    }
     if (define_of(p, "LOAD") >= 0) {
         at_status s = check_map(p, a, n);
         if (s != AT_OK) return s;
@@ -315,6 +326,7 @@ static at_status f_launch(at_bdev *d, at_bprog *p, const at_karg *a, size_t n, c
             C[i * ldc + j] = (float)(alpha * acc[j] + (beta != 0.0f ? beta * C[i * ldc + j] : 0.0));
     }
     free(acc);
+    C[0] += from_scratch;
     if (has(p, "-DBM=16 -DBN=32 ")) C[0] += 1.0f;
     /* Bigger tiles are faster on the fake GPU, so the best is known. */
     if (ms && define_of(p, "SPLITK") < 0)
@@ -648,6 +660,42 @@ static void test_splitk_workspace_shared(void **state)
     fake_templates_remove();
 }
 
+/* `scratch:` on the fake GPU: the bytes after the workspace are poisoned before a checked run,
+ * so a kernel that reads them before writing them is a wrong_result there (though the library's
+ * first launch would find them zero), the workspace before them is zero, and neither is
+ * checked for being left clean; the tuned kernel's buffer holds both. */
+static void test_scratch(void **state)
+{
+    (void)state;
+    fake_templates("name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\n"
+                   "source: gemm.cl\nproblem: [m, n, k, ta, tb, big]\n"
+                   "parameters:\n  BM: [16, 32]\n  BN: [8]\n  SC: [1, 2]\n"
+                   "launch:\n  global: [m]\nworkspace: 16\nscratch: 64 * SC\n"
+                   "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A,\n"
+                   "            i32: lda, buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n");
+    at_context ctx = fake_context(1);
+    at_gemm_problem p = {.m = 9, .n = 7, .k = 5, .alpha = 1.0f};
+    at_tune_options o = {.strategy = "exhaustive"};
+    at_tune_report r;
+    at_kernel *k = NULL;
+    at_status st = at_gemm_tune(&ctx, &p, &o, &r, &k);
+    if (st != AT_OK) fail_msg("tune: %s", at_errmsg());
+    assert_int_equal(r.space, 4);
+    assert_int_equal(r.failed, 2); /* SC=2, with either BM */
+    assert_string_equal(r.best_config, "BM=32,BN=8,SC=1");
+    const char *want[2] = {"max relative error", 0};
+    assert_int_equal(at_db_scan(ctx.db, "results", "gemm/f32/nn/9x7x5|", count_status, want),
+                     AT_OK);
+    assert_int_equal((intptr_t)want[1], 2);
+    assert_non_null(k);
+    assert_int_equal(k->ws_bytes, 16 + 64);
+    at_kernel_destroy(k);
+
+    fake.close(ctx.dev);
+    at_db_close(ctx.db);
+    fake_templates_remove();
+}
+
 /* Tensor maps on the fake GPU: a config's map reaches the device half and is encoded there for
  * the buffer the kernel gets (LOAD=0 configs take none: `when:`), a map the device refuses is
  * that candidate's launch_error, a problem whose rows are not 16-byte multiples has no TMA
@@ -820,7 +868,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_statuses_flush_and_recycle),
-        cmocka_unit_test(test_splitk_workspace_shared), cmocka_unit_test(test_tensor_maps),
+        cmocka_unit_test(test_splitk_workspace_shared), cmocka_unit_test(test_scratch),
+        cmocka_unit_test(test_tensor_maps),
         cmocka_unit_test(test_cluster_launch), cmocka_unit_test(test_v1_database_answers)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

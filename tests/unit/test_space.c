@@ -446,37 +446,48 @@ static void test_launch_and_arguments(void **state)
     at_space_free(s);
 }
 
-/* `launch: shared:` and `workspace:`: optional byte counts, 0 when absent. */
+/* `launch: shared:`, `workspace:` and `scratch:`: optional byte counts, 0 when absent. */
 static void test_shared_and_workspace(void **state)
 {
     (void)state;
     int64_t cfg[3] = {32, 2, 4};
-    size_t sh = 7, ws = 7;
+    size_t sh = 7, ws = 7, sc = 7;
     at_space *s = load_toy(100, 50, 16, 512);
     assert_null(s->shared);
     assert_null(s->workspace);
-    assert_int_equal(at_space_memory(s, cfg, &sh, &ws), AT_OK);
+    assert_null(s->scratch);
+    assert_int_equal(at_space_memory(s, cfg, &sh, &ws, &sc), AT_OK);
     assert_int_equal(sh, 0);
     assert_int_equal(ws, 0);
+    assert_int_equal(sc, 0);
     at_space_free(s);
 
+    /* the scratch is in the fingerprint (a space without one keeps its old hash) */
     char *y = build(S_LAUNCH, "launch:\n  global: [m]\n  local: [THREADS]\n  shared: LMEM * 2\n",
                     "workspace: \"VW > 2 ? 4 * m * n + 64 : 0\"\n");
     s = load_ok(y);
     free(y);
+    const uint64_t plain = at_space_fingerprint(s, 0);
+    at_space_free(s);
+    y = build(S_LAUNCH, "launch:\n  global: [m]\n  local: [THREADS]\n  shared: LMEM * 2\n",
+                    "workspace: \"VW > 2 ? 4 * m * n + 64 : 0\"\nscratch: 8 * m\n");
+    s = load_ok(y);
+    free(y);
     at_space_set(s, "m", 10);
     at_space_set(s, "n", 3);
-    assert_int_equal(at_space_memory(s, cfg, &sh, &ws), AT_OK);
+    assert_int_equal(at_space_memory(s, cfg, &sh, &ws, &sc), AT_OK);
     assert_int_equal(sh, 32 * 4 * 4 * 2);
     assert_int_equal(ws, 4 * 10 * 3 + 64);
+    assert_int_equal(sc, 8 * 10);
+    assert_true(at_space_fingerprint(s, 0) != plain);
     cfg[2] = 2; /* VW = 2: no workspace */
-    assert_int_equal(at_space_memory(s, cfg, &sh, NULL), AT_OK);
+    assert_int_equal(at_space_memory(s, cfg, &sh, NULL, NULL), AT_OK);
     assert_int_equal(sh, 32 * 2 * 4 * 2);
-    assert_int_equal(at_space_memory(s, cfg, NULL, &ws), AT_OK);
+    assert_int_equal(at_space_memory(s, cfg, NULL, &ws, NULL), AT_OK);
     assert_int_equal(ws, 0);
     at_space_set(s, "n", -2); /* a negative size is an error naming the key */
     cfg[2] = 4;
-    assert_int_equal(at_space_memory(s, cfg, NULL, &ws), AT_ERR_TEMPLATE);
+    assert_int_equal(at_space_memory(s, cfg, NULL, &ws, NULL), AT_ERR_TEMPLATE);
     assert_non_null(strstr(at_errmsg(), "workspace"));
     assert_non_null(strstr(at_errmsg(), "negative"));
     at_space_free(s);
@@ -485,11 +496,11 @@ static void test_shared_and_workspace(void **state)
     s = load_ok(y);
     free(y);
     at_space_set(s, "n", 3);
-    assert_int_equal(at_space_memory(s, cfg, &sh, NULL), AT_ERR_TEMPLATE);
+    assert_int_equal(at_space_memory(s, cfg, &sh, NULL, NULL), AT_ERR_TEMPLATE);
     assert_non_null(strstr(at_errmsg(), "launch shared"));
     assert_non_null(strstr(at_errmsg(), "cannot be evaluated"));
     at_space_set(s, "n", 5);
-    assert_int_equal(at_space_memory(s, cfg, &sh, NULL), AT_OK);
+    assert_int_equal(at_space_memory(s, cfg, &sh, NULL, NULL), AT_OK);
     assert_int_equal(sh, 512);
     at_space_free(s);
 

@@ -113,6 +113,7 @@ void at_space_free(at_space *s)
     at_expr_free(s->shared);
     at_expr_free(s->cluster);
     at_expr_free(s->workspace);
+    at_expr_free(s->scratch);
     free(s->defaults);
     free(s->fixed);
     free(s);
@@ -141,13 +142,14 @@ enum {
     K_ARGUMENTS,
     K_SUPERSEDES,
     K_DEVICE_TYPES,
+    K_SCRATCH,
     K_COUNT
 };
 
 static const char *const key_names[K_COUNT] = {
     "name",        "kernel",  "source",   "problem",   "device",     "parameters",  "derived",
     "constraints", "defines", "launch",   "defaults",  "workspace",  "operation",   "backends",
-    "dtypes",      "archs",   "priority", "arguments", "supersedes", "device_types"};
+    "dtypes",      "archs",   "priority", "arguments", "supersedes", "device_types", "scratch"};
 static const bool key_required[K_COUNT] = {[K_NAME] = true,
                                            [K_KERNEL] = true,
                                            [K_SOURCE] = true,
@@ -803,6 +805,8 @@ static at_status load_doc(loader *L)
     AT_TRY(load_launch(L, val[K_LAUNCH]));
     if (val[K_WORKSPACE])
         AT_TRY(load_expr(L, val[K_WORKSPACE], s->nderived, "'workspace'", &s->workspace));
+    if (val[K_SCRATCH])
+        AT_TRY(load_expr(L, val[K_SCRATCH], s->nderived, "'scratch'", &s->scratch));
     if (val[K_DEFAULTS]) AT_TRY(load_defaults(L, val[K_DEFAULTS]));
     return AT_OK;
 }
@@ -1026,15 +1030,16 @@ at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3
     return AT_OK;
 }
 
-at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace)
+at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace,
+                          size_t *scratch)
 {
     if (!s || !cfg) return at_fail(AT_ERR_INVALID_ARG, "at_space_memory: NULL argument");
-    const at_expr *e[2] = {s->shared, s->workspace};
-    size_t *out[2] = {shared, workspace};
-    static const char *const what[2] = {"launch shared", "workspace"};
+    const at_expr *e[3] = {s->shared, s->workspace, s->scratch};
+    size_t *out[3] = {shared, workspace, scratch};
+    static const char *const what[3] = {"launch shared", "workspace", "scratch"};
     int64_t slots[MAX_SLOTS];
     bool have_slots = false;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (!out[i]) continue;
         *out[i] = 0;
         if (!e[i]) continue;
@@ -1270,6 +1275,7 @@ uint64_t at_space_fingerprint(const at_space *s, uint64_t seed)
     for (int d = 0; d < 3; d++) h = hash_expr(hash_expr(h, s->global[d]), s->local[d]);
     h = hash_expr(hash_expr(h, s->shared), s->workspace);
     if (s->cluster) h = hash_expr(at_hash_str(h, "cluster"), s->cluster); /* old hashes stay */
+    if (s->scratch) h = hash_expr(at_hash_str(h, "scratch"), s->scratch);
     h = at_hash_str(h, "arguments");
     for (size_t i = 0; i < s->nargs; i++) {
         const int64_t kt[2] = {s->args[i].kind, s->args[i].type};

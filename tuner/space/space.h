@@ -122,6 +122,7 @@ typedef struct at_space {
     at_expr *shared;    /* `launch: shared:` dynamic shared memory bytes per block; NULL = 0 */
     at_expr *cluster;   /* `launch: cluster:` blocks per cluster along dimension 0; NULL = 1 */
     at_expr *workspace; /* `workspace:` bytes of zeroed scratch the kernel takes; NULL = 0 */
+    at_expr *scratch;   /* `scratch:` bytes after the workspace, of no set value; NULL = 0 */
     int64_t *defaults;
     size_t ndefaults; /* `defaults:` list of full configs, nparams each */
     size_t nslots;
@@ -156,10 +157,12 @@ at_status at_space_enumerate(const at_space *s, int64_t **configs, uint16_t **id
 
 /* Launch geometry for a config. */
 at_status at_space_launch(const at_space *s, const int64_t *cfg, size_t global[3], size_t local[3]);
-/* Dynamic shared memory bytes per block (`launch: shared:`) and workspace bytes (`workspace:`)
- * of a config; 0 where the space has none. Either output may be NULL. AT_ERR_TEMPLATE when one
- * is negative or cannot be evaluated. */
-at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace);
+/* Dynamic shared memory bytes per block (`launch: shared:`), workspace bytes (`workspace:`, zero
+ * before a launch and left zero by it) and scratch bytes (`scratch:`, after the workspace in the
+ * same buffer, their contents undefined before and after) of a config; 0 where the space has
+ * none. Any output may be NULL. AT_ERR_TEMPLATE when one is negative or cannot be evaluated. */
+at_status at_space_memory(const at_space *s, const int64_t *cfg, size_t *shared, size_t *workspace,
+                          size_t *scratch);
 /* Blocks per thread-block cluster along dimension 0 (`launch: cluster:`; 1 where the space has
  * none) of a config. AT_ERR_TEMPLATE when it is not positive, cannot be evaluated, or does not
  * divide the grid's blocks along dimension 0 (global[0] / local[0]). */
