@@ -37,6 +37,9 @@
  *           contiguous VW-float runs, acc[r][c] += a[r] * b[c] lane-wise, the lanes summed at the
  *           end: an RS x NV block of C per strip, no transpose and no packing (the nt layout
  *           with few rows, e.g. a 16-token LLM layer, where packing B costs more than it saves)
+ *   SP      1: the packed panels are shared: each is packed once, into the scratch after the
+ *           workspace's panel states, by the work-items that first need it, and read there by
+ *           all of them (below, "shared packs"); 0: every work-item packs its own, privately
  * Problem defines (gemm_problem.h): TA, TB, EDGE_M/N/K (m, n, k not multiples of MB, NB, KC),
  * IDX64.
  */
@@ -48,6 +51,15 @@
 #define MB (RS * MT)             /* rows of C per work-item */
 
 typedef VTYPE(VW) floatv;
+
+#ifndef SP
+#define SP 0
+#endif
+#if SP
+#define PACKED GLOBAL /* the packed panels: the workspace's, shared by the work-items */
+#else
+#define PACKED /* the packed panels: private arrays of the work-item */
+#endif
 
 /* Packing reads rows of A and B from beyond the L2 at large sizes, one page per row when the
  * leading dimension is 4 KiB or more (the hardware prefetchers stop at page boundaries): touch
@@ -98,7 +110,7 @@ typedef VTYPE(VW) floatv;
 #endif
 
 /* Bp[p * NB + j] = op(B)(k0 + p, col0 + j) for p < kb, j < NB; columns past N are zero. */
-INLINE void pack_b(float *Bp, GLOBAL const float *RESTRICT B, const int ldb, const int N,
+INLINE void pack_b(PACKED float *Bp, GLOBAL const float *RESTRICT B, const int ldb, const int N,
                    const int k0, const int kb, const int col0)
 {
 #if TB
@@ -162,10 +174,31 @@ INLINE void pack_b(float *Bp, GLOBAL const float *RESTRICT B, const int ldb, con
  * rows of a strip are then KC floats apart, not lda: at lda = 1024 the 14 rows of a strip map to
  * one L1 set); A stored K x M (ta = 1): Ap[p * MB + i]. Rows past M are clamped (read, never
  * stored). */
-INLINE void pack_a(float *Ap, GLOBAL const float *RESTRICT A, const int lda, const int M,
+INLINE void pack_a(PACKED float *Ap, GLOBAL const float *RESTRICT A, const int lda, const int M,
                    const int k0, const int kb, const int row0)
 {
-#if TA
+#if SP
+    /* A shared panel is packed once and read by N / NC work-items: it takes the layout the
+     * micro-kernel reads best whatever the copy costs, strip by strip, the RS values of each
+     * k-step together: Ap[(s * KC + p) * RS + r] for row s * RS + r (a line every 16 / RS
+     * k-steps, in order; the two layouts above cost tn and tt a line per k-step or RS streams) */
+    AT_UNROLL(1)
+    for (int s = 0; s < MT; ++s) {
+        idx_t off[RS];
+        AT_UNROLL(RS)
+        for (int r = 0; r < RS; ++r) {
+            const int row = EDGE_M ? MIN(row0 + s * RS + r, M - 1) : row0 + s * RS + r;
+            off[r] = TA ? (idx_t)k0 * lda + row : (idx_t)row * lda + k0;
+        }
+        PACKED float *dst = Ap + (long)s * KC * RS;
+        AT_UNROLL(1)
+        for (int p = 0; p < kb; ++p) {
+            AT_UNROLL(RS)
+            for (int r = 0; r < RS; ++r)
+                dst[p * RS + r] = A[off[r] + (TA ? (idx_t)p * lda : p)];
+        }
+    }
+#elif TA
     AT_UNROLL(1)
     for (int p = 0; p < kb; ++p) {
         GLOBAL const float *RESTRICT src = A + (idx_t)(k0 + p) * lda;
@@ -203,22 +236,72 @@ INLINE void pack_a(float *Ap, GLOBAL const float *RESTRICT A, const int lda, con
 #endif
 }
 
+#if SP
+/* ---- shared packs ------------------------------------------------------------------------------
+ * Every panel of op(A) (row block x K block) and of op(B) (column strip x K block) is packed
+ * once into the workspace and read there by all the work-items that need it, instead of once
+ * by each of them (M / MB times over for a B panel, N / NC for an A panel). A panel's state is
+ * four ints at the workspace's head: chunks claimed, chunks packed, users done. A work-item
+ * that needs the panel claims chunks of CH k-steps until none is left and packs each (so two
+ * work-items that arrive together pack half each), then waits for the chunks others claimed:
+ * they are being packed by running work-items that wait for nothing, so the wait ends. The last
+ * of the panel's users resets its state, so the head is zero again after every launch; the
+ * panels themselves are scratch and are never read before they are packed. */
+#define CH 32 /* k-steps per chunk: a multiple of VW, and KC a multiple of CH */
+#define SHARED_PACK(f, kb, PACK_CHUNK)                                                           \
+    do {                                                                                         \
+        const int nch_ = ((kb) + CH - 1) / CH;                                                   \
+        for (int ch_; (ch_ = atomic_inc(&(f)[0])) < nch_;) {                                     \
+            const int c0 = ch_ * CH, cl = MIN(CH, (kb) - c0);                                   \
+            PACK_CHUNK;                                                                          \
+            mem_fence(CLK_GLOBAL_MEM_FENCE);                                                     \
+            atomic_inc(&(f)[1]);                                                                 \
+        }                                                                                        \
+        while (atomic_add(&(f)[1], 0) < nch_)                                                    \
+            ;                                                                                    \
+        mem_fence(CLK_GLOBAL_MEM_FENCE);                                                         \
+    } while (0)
+/* One user of the panel is done; the last one resets its state. */
+#define SHARED_DONE(f, users)                                                                    \
+    do {                                                                                         \
+        if (atomic_inc(&(f)[2]) == (users)-1) {                                                  \
+            atomic_xchg(&(f)[0], 0);                                                             \
+            atomic_xchg(&(f)[1], 0);                                                             \
+            atomic_xchg(&(f)[2], 0);                                                             \
+        }                                                                                        \
+    } while (0)
+#endif
+
 /* ---- the kernel ------------------------------------------------------------------------------ */
 
 KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, const float beta,
                      GLOBAL const float *RESTRICT A, const int lda,
                      GLOBAL const float *RESTRICT B, const int ldb, GLOBAL float *C,
-                     const int ldc)
+                     const int ldc
+#if SP
+                     ,
+                     GLOBAL int *ws
+#endif
+)
 {
     const int gx = GROUP_ID(0), gy = GROUP_ID(1);
     const int row0 = (GM ? gx : gy) * MB; /* origin of the work-item's block in C */
     const int colw = (GM ? gy : gx) * NC;
 
+#if SP
+    /* the workspace: panel states (A's, then B's), then the A panels, then the B panels */
+    const int nkb = (K + KC - 1) / KC, nrb = (M + MB - 1) / MB, nsb = (N + NB - 1) / NB;
+    GLOBAL int *const fa = ws;
+    GLOBAL int *const fb = fa + 4 * PA * nkb * nrb;
+    GLOBAL float *const pa0 = (GLOBAL float *)(fb + 4 * PB * nkb * nsb);
+    GLOBAL float *const pb0 = pa0 + (long)PA * nkb * nrb * KC * MB;
+#else
 #if PB
     float Bp[KC * NB];
 #endif
 #if PA
     float Ap[KC * MB];
+#endif
 #endif
 
 #if DOT
@@ -287,7 +370,12 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
     AT_UNROLL(1)
     for (int k0 = 0; k0 < K; k0 += KC) {
         const int kb = (EDGE_K && K - k0 < KC) ? K - k0 : KC;
-#if PA
+#if PA && SP
+        const long qa = (long)(k0 / KC) * nrb + row0 / MB;
+        PACKED float *const Ap = pa0 + qa * (KC * MB);
+        SHARED_PACK(fa + 4 * qa, kb,
+                    pack_a(Ap + c0 * RS, A, lda, M, k0 + c0, cl, row0));
+#elif PA
         pack_a(Ap, A, lda, M, k0, kb, row0);
 #endif
         /* the NT column strips share the packed A panel; each packs its own B panel, which the
@@ -297,10 +385,14 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
             const int col0 = colw + nt * NB;
             if (EDGE_N && col0 >= N)
                 break;
-#if PB
+#if PB && SP
+            const long qb = (long)(k0 / KC) * nsb + col0 / NB;
+            PACKED float *const Bp = pb0 + qb * (KC * NB);
+            SHARED_PACK(fb + 4 * qb, kb, pack_b(Bp + c0 * NB, B, ldb, N, k0 + c0, cl, col0));
+#elif PB
             pack_b(Bp, B, ldb, N, k0, kb, col0);
 #endif
-#if PB && TB
+#if PB && TB && !SP
             /* The next B panel's source (the next strip of this K block, else the first of the
              * next K block): NB rows of the stored B, KC floats each. Its transposing pack reads
              * VW of them at once, 16 lines from as many pages with nothing to compute meanwhile;
@@ -314,7 +406,7 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
                 const int r0 = row0 + mt * RS; /* the strip's first row */
                 if (EDGE_M && r0 >= M)
                     break;
-#if PB && TB
+#if PB && TB && !SP
                 if (kn < K) {
                     AT_UNROLL(1)
                     for (int c = mt * NB / MT; c < (mt + 1) * NB / MT; ++c) {
@@ -331,7 +423,9 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
                 long aoff[RS];
                 AT_UNROLL(RS)
                 for (int r = 0; r < RS; ++r) {
-#if PA
+#if PA && SP
+                    aoff[r] = (long)mt * KC * RS + r;
+#elif PA
                     aoff[r] = TA ? mt * RS + r : (mt * RS + r) * KC;
 #else
                     const int row = EDGE_M ? MIN(r0 + r, M - 1) : r0 + r;
@@ -339,14 +433,14 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
 #endif
                 }
 #if PA
-                const float *ap = Ap;
-                const long astep = TA ? MB : 1;
+                const PACKED float *ap = Ap;
+                const long astep = SP ? RS : TA ? MB : 1;
 #else
                 GLOBAL const float *RESTRICT ap = A + (TA ? (idx_t)k0 * lda : (idx_t)k0);
                 const long astep = TA ? (long)lda : 1;
 #endif
 #if PB
-                const float *bp = Bp;
+                const PACKED float *bp = Bp;
                 const long bstep = NB;
 #else
                 GLOBAL const float *RESTRICT bp = B + (idx_t)k0 * ldb + col0;
@@ -418,7 +512,13 @@ KERNEL void gemm_cpu(const int M, const int N, const int K, const float alpha, c
                     }
                 }
             }
+#if PB && SP
+            SHARED_DONE(fb + 4 * qb, nrb); /* every block row of C reads the B panel */
+#endif
         }
+#if PA && SP
+        SHARED_DONE(fa + 4 * qa, (N + NC - 1) / NC); /* every block column reads the A panel */
+#endif
     }
 #endif
 }

@@ -467,7 +467,7 @@ static at_device_info cpu_avx512(void)
 static double cpu_cost(int64_t s, int64_t ta, int64_t tb, int64_t vw, int64_t rs, int64_t nv,
                        int64_t mt, int64_t kc, int64_t pa, int64_t pb, const at_device_info *d)
 {
-    at_gemm_cpu_cost_in c = {s, s, s, ta, tb, vw, rs, nv, mt, kc, pa, pb, 1, 0, 1};
+    at_gemm_cpu_cost_in c = {s, s, s, ta, tb, vw, rs, nv, mt, kc, pa, pb, 1, 0, 1, 0};
     return at_gemm_cpu_cost(&c, d);
 }
 
@@ -494,17 +494,17 @@ static void test_cpu_model(void **state)
     assert_more(cpu_cost(1024, 0, 1, 16, 14, 2, 8, 128, 1, 1, &d), best);
     /* On a 16-row problem, 8 strips of 14 rows are mostly idle: one work-item per 14 x 32
      * block is ranked above them (parallelism over 2 cores). */
-    at_gemm_cpu_cost_in skinny = {16, 4096, 4096, 0, 1, 16, 14, 2, 8, 128, 1, 1, 1, 0, 1};
+    at_gemm_cpu_cost_in skinny = {16, 4096, 4096, 0, 1, 16, 14, 2, 8, 128, 1, 1, 1, 0, 1, 0};
     at_gemm_cpu_cost_in fit = skinny;
     fit.rs = 8, fit.mt = 2;
     assert_more(at_gemm_cpu_cost(&skinny, &d), at_gemm_cpu_cost(&fit, &d));
     /* There, dot products along K (no transposing pack of B) beat the packed micro-kernel. */
-    at_gemm_cpu_cost_in dot = {16, 4096, 4096, 0, 1, 16, 4, 4, 4, 64, 0, 0, 1, 1, 1};
+    at_gemm_cpu_cost_in dot = {16, 4096, 4096, 0, 1, 16, 4, 4, 4, 64, 0, 0, 1, 1, 1, 0};
     assert_more(at_gemm_cpu_cost(&fit, &d), at_gemm_cpu_cost(&dot, &d));
     /* At 4096^3 the operands are far past the L2: NT column strips sharing one packed A panel
      * divide its traffic (docs/gemm-cpu.md: 164 -> 237 GFLOP/s at 4096 tn), and A read in place
      * pays that traffic on the micro-kernel's path. */
-    at_gemm_cpu_cost_in big = {4096, 4096, 4096, 1, 0, 16, 6, 4, 16, 128, 1, 1, 1, 0, 16};
+    at_gemm_cpu_cost_in big = {4096, 4096, 4096, 1, 0, 16, 6, 4, 16, 128, 1, 1, 1, 0, 16, 0};
     at_gemm_cpu_cost_in one = big;
     one.nt = 1;
     assert_more(at_gemm_cpu_cost(&one, &d), at_gemm_cpu_cost(&big, &d));
@@ -512,6 +512,15 @@ static void test_cpu_model(void **state)
     in_place.ta = packed.ta = 0;
     in_place.pa = 0;
     assert_more(at_gemm_cpu_cost(&in_place, &d), at_gemm_cpu_cost(&packed, &d));
+    /* Shared packs: at 4096^3 each panel packed once instead of by every work-item that reads
+     * it (RS=6,NV=4,MT=32,NT=8,KC=256: 298 -> 358 GFLOP/s by CPU time at 4096 nn); at 512^3,
+     * with one or two users a panel, reading it from the other core's cache is no gain. */
+    at_gemm_cpu_cost_in priv = {4096, 4096, 4096, 0, 0, 16, 6, 4, 32, 256, 1, 1, 4, 0, 8, 0};
+    at_gemm_cpu_cost_in shared = priv;
+    shared.sp = 1;
+    assert_more(at_gemm_cpu_cost(&priv, &d), at_gemm_cpu_cost(&shared, &d));
+    priv.m = priv.n = priv.k = shared.m = shared.n = shared.k = 512;
+    assert_more(at_gemm_cpu_cost(&shared, &d), at_gemm_cpu_cost(&priv, &d));
     /* NT = 0 (a caller that does not set it) is NT = 1. */
     one.nt = 0;
     assert_true(at_gemm_cpu_cost(&one, &d) == cpu_cost(4096, 1, 0, 16, 6, 4, 16, 128, 1, 1, &d));

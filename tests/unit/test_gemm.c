@@ -106,11 +106,19 @@ static int check_one(fixture *f, const char *config, const shape *s, at_layout l
     assert_int_equal(at_buffer_create(f->ctx, nb * 4, &db), AT_OK);
     assert_int_equal(at_buffer_create(f->ctx, nc * 4, &dc), AT_OK);
     assert_int_equal(at_buffer_write(da, 0, a, na * 4), AT_OK);
-    assert_int_equal(at_buffer_write(db, 0, b, nb * 4), AT_OK);
-    assert_int_equal(at_buffer_write(dc, 0, c, nc * 4), AT_OK);
-    assert_int_equal(
-        at_gemm_launch(k, at_buffer_devptr(da), at_buffer_devptr(db), at_buffer_devptr(dc), NULL),
-        AT_OK);
+    /* A launch on another B first: what a kernel keeps in its workspace from one launch (gemm_cpu's
+     * shared packs) must not reach the next. */
+    float *b2 = malloc(nb * 4);
+    for (size_t i = 0; i < nb; i++) b2[i] = -b[i];
+    assert_int_equal(at_buffer_write(db, 0, b2, nb * 4), AT_OK);
+    free(b2);
+    for (int run = 0; run < 2; run++) {
+        if (run) assert_int_equal(at_buffer_write(db, 0, b, nb * 4), AT_OK);
+        assert_int_equal(at_buffer_write(dc, 0, c, nc * 4), AT_OK);
+        assert_int_equal(at_gemm_launch(k, at_buffer_devptr(da), at_buffer_devptr(db),
+                                        at_buffer_devptr(dc), NULL),
+                         AT_OK);
+    }
     assert_int_equal(at_buffer_read(dc, 0, c, nc * 4), AT_OK);
 
     double tol = at_gemm_tolerance(g.k, g.dtype), worst = 0;
@@ -222,10 +230,14 @@ static void test_cpu_column_strips(void **state)
 {
     fixture *f = *state;
     static const char *configs[] = {
-        "VW=8,RS=4,NV=1,MT=2,NT=4,KC=64,PA=1,PB=1,UK=1,GM=0,DOT=0",     /* 32 columns */
-        "VW=16,RS=6,NV=2,MT=4,NT=2,KC=128,PA=1,PB=0,UK=2,GM=1,DOT=0",   /* B in place: nn, tn */
-        "VW=16,RS=6,NV=4,MT=32,NT=16,KC=256,PA=1,PB=1,UK=4,GM=1,DOT=0", /* 1024 columns */
-        "VW=16,RS=14,NV=2,MT=2,NT=8,KC=64,PA=1,PB=1,UK=1,GM=0,DOT=0",
+        "VW=8,RS=4,NV=1,MT=2,NT=4,KC=64,PA=1,PB=1,UK=1,GM=0,DOT=0,SP=0",     /* 32 columns */
+        "VW=16,RS=6,NV=2,MT=4,NT=2,KC=128,PA=1,PB=0,UK=2,GM=1,DOT=0,SP=0",   /* B in place */
+        "VW=16,RS=6,NV=4,MT=32,NT=16,KC=256,PA=1,PB=1,UK=4,GM=1,DOT=0,SP=0", /* 1024 columns */
+        "VW=16,RS=14,NV=2,MT=2,NT=8,KC=64,PA=1,PB=1,UK=1,GM=0,DOT=0,SP=0",
+        /* shared packs: both panels; A's only (B in place); B's only (A in place) */
+        "VW=8,RS=4,NV=1,MT=2,NT=4,KC=64,PA=1,PB=1,UK=1,GM=0,DOT=0,SP=1",
+        "VW=16,RS=6,NV=2,MT=4,NT=2,KC=128,PA=1,PB=0,UK=2,GM=1,DOT=0,SP=1",
+        "VW=16,RS=8,NV=1,MT=2,NT=1,KC=64,PA=0,PB=1,UK=2,GM=1,DOT=0,SP=1",
     };
     static const shape shapes[] = {{67, 73, 129, 3}, {3, 1000, 2, 0}, {1, 257, 3, 0}};
     for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {

@@ -33,6 +33,7 @@ typedef struct at_gemm_cpu_cost_in {
     int64_t uk;              /* k-loop unroll */
     int64_t dot;             /* 1: vectors along K (RS x NV block of C per strip, no packing) */
     int64_t nt;              /* NT column strips per work-item sharing the A panel (0 = 1) */
+    int64_t sp;              /* 1: every panel packed once, shared by the work-items using it */
 } at_gemm_cpu_cost_in;
 
 /* Predicted time in arbitrary units (cycles of one core, roughly) of a CPU micro-kernel config:
@@ -41,7 +42,8 @@ typedef struct at_gemm_cpu_cost_in {
  * the registers), the cost of packing per K block (the copies, and operands larger than the
  * L2 read from farther out: a line and, at 4-KiB strides, a page per panel row), strided
  * in-place reads (a new cache line and page per k-step, L1 set conflicts at power-of-two
- * strides), the packed panels against the L1 and L2 sizes, and work-items over the cores.
+ * strides), the packed panels against the L1 and L2 sizes, shared packs (a panel's copy split
+ * over its users, each reading it from another core's cache), and work-items over the cores.
  * docs/search.md, "GEMM cost model". */
 double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d);
 
