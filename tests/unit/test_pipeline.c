@@ -660,6 +660,18 @@ static void test_splitk_workspace_shared(void **state)
     fake_templates_remove();
 }
 
+/* Loads yaml as the fake GPU's only GEMM template and tunes p over its whole space in *ctx (one
+ * compile thread; the tuned kernel keeps a pointer to it): the caller's to close, with
+ * fake_templates_remove. */
+static void tune_fake(const char *yaml, at_gemm_problem p, at_context *ctx, at_tune_report *r,
+                      at_kernel **k)
+{
+    fake_templates(yaml);
+    *ctx = fake_context(1);
+    at_tune_options o = {.strategy = "exhaustive"};
+    if (at_gemm_tune(ctx, &p, &o, r, k) != AT_OK) fail_msg("tune: %s", at_errmsg());
+}
+
 /* `scratch:` on the fake GPU: the bytes after the workspace are poisoned before a checked run,
  * so a kernel that reads them before writing them is a wrong_result there (though the library's
  * first launch would find them zero), the workspace before them is zero, and neither is
@@ -667,19 +679,17 @@ static void test_splitk_workspace_shared(void **state)
 static void test_scratch(void **state)
 {
     (void)state;
-    fake_templates("name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\n"
-                   "source: gemm.cl\nproblem: [m, n, k, ta, tb, big]\n"
-                   "parameters:\n  BM: [16, 32]\n  BN: [8]\n  SC: [1, 2]\n"
-                   "launch:\n  global: [m]\nworkspace: 16\nscratch: 64 * SC\n"
-                   "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A,\n"
-                   "            i32: lda, buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n");
-    at_context ctx = fake_context(1);
-    at_gemm_problem p = {.m = 9, .n = 7, .k = 5, .alpha = 1.0f};
-    at_tune_options o = {.strategy = "exhaustive"};
     at_tune_report r;
     at_kernel *k = NULL;
-    at_status st = at_gemm_tune(&ctx, &p, &o, &r, &k);
-    if (st != AT_OK) fail_msg("tune: %s", at_errmsg());
+    at_context ctx;
+    tune_fake(
+        "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+        "problem: [m, n, k, ta, tb, big]\n"
+        "parameters:\n  BM: [16, 32]\n  BN: [8]\n  SC: [1, 2]\n"
+        "launch:\n  global: [m]\nworkspace: 16\nscratch: 64 * SC\n"
+        "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
+        "            buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n",
+        (at_gemm_problem){.m = 9, .n = 7, .k = 5, .alpha = 1.0f}, &ctx, &r, &k);
     assert_int_equal(r.space, 4);
     assert_int_equal(r.failed, 2); /* SC=2, with either BM */
     assert_string_equal(r.best_config, "BM=32,BN=8,SC=1");
@@ -704,7 +714,12 @@ static void test_scratch(void **state)
 static void test_tensor_maps(void **state)
 {
     (void)state;
-    fake_templates(
+    at_gemm_problem p = {.m = 20, .n = 8, .k = 12, .alpha = 1.0f};
+    at_tune_report r;
+    at_kernel *k = NULL;
+    g_encodes = 0;
+    at_context ctx;
+    tune_fake(
         "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
         "problem: [m, n, k, ta, tb, big, lda]\ndevice: [tma]\n"
         "parameters:\n  BM: [16, 32]\n  LOAD: [0, 1]\n"
@@ -713,15 +728,8 @@ static void test_tensor_maps(void **state)
         "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
         "            buffer: B, i32: ldb, buffer: C, i32: ldc,\n"
         "            tensormap: {buffer: A, when: LOAD, cols: k, rows: m, ld: lda,\n"
-        "                        box: [4, BM], swizzle: 0}]\n");
-    at_context ctx = fake_context(1);
-    at_gemm_problem p = {.m = 20, .n = 8, .k = 12, .alpha = 1.0f};
-    at_tune_options o = {.strategy = "exhaustive"};
-    at_tune_report r;
-    at_kernel *k = NULL;
-    g_encodes = 0;
-    at_status st = at_gemm_tune(&ctx, &p, &o, &r, &k);
-    if (st != AT_OK) fail_msg("tune: %s", at_errmsg());
+        "                        box: [4, BM], swizzle: 0}]\n",
+        p, &ctx, &r, &k);
     assert_int_equal(r.space, 4);
     assert_int_equal(r.failed, 1); /* BM=16,LOAD=1: a box of 16 rows */
     assert_true(g_encodes >= 2);
@@ -764,21 +772,19 @@ static void test_tensor_maps(void **state)
 static void test_cluster_launch(void **state)
 {
     (void)state;
-    fake_templates(
+    at_gemm_problem p = {.m = 20, .n = 8, .k = 12, .alpha = 1.0f};
+    at_tune_report r;
+    at_kernel *k = NULL;
+    at_context ctx;
+    tune_fake(
         "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
         "problem: [m, n, k, ta, tb, big]\n"
         "parameters:\n  BM: [16, 32]\n  CL: [1, 2]\n"
         "launch:\n  global: [32 * CL, ceil_div(m, BM)]\n  local: [32, 1]\n"
         "  cluster: CL\n"
         "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-        "            buffer: B, i32: ldb, buffer: C, i32: ldc]\n");
-    at_context ctx = fake_context(1);
-    at_gemm_problem p = {.m = 20, .n = 8, .k = 12, .alpha = 1.0f};
-    at_tune_options o = {.strategy = "exhaustive"};
-    at_tune_report r;
-    at_kernel *k = NULL;
-    at_status st = at_gemm_tune(&ctx, &p, &o, &r, &k);
-    if (st != AT_OK) fail_msg("tune: %s", at_errmsg());
+        "            buffer: B, i32: ldb, buffer: C, i32: ldc]\n",
+        p, &ctx, &r, &k);
     assert_int_equal(r.space, 4);
     assert_int_equal(r.failed, 0);
     at_kernel_destroy(k);
@@ -866,10 +872,11 @@ static void test_v1_database_answers(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_statuses_flush_and_recycle),
-        cmocka_unit_test(test_splitk_workspace_shared), cmocka_unit_test(test_scratch),
-        cmocka_unit_test(test_tensor_maps),
-        cmocka_unit_test(test_cluster_launch), cmocka_unit_test(test_v1_database_answers)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_statuses_flush_and_recycle),
+                                       cmocka_unit_test(test_splitk_workspace_shared),
+                                       cmocka_unit_test(test_scratch),
+                                       cmocka_unit_test(test_tensor_maps),
+                                       cmocka_unit_test(test_cluster_launch),
+                                       cmocka_unit_test(test_v1_database_answers)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -470,7 +470,7 @@ static void test_shared_and_workspace(void **state)
     const uint64_t plain = at_space_fingerprint(s, 0);
     at_space_free(s);
     y = build(S_LAUNCH, "launch:\n  global: [m]\n  local: [THREADS]\n  shared: LMEM * 2\n",
-                    "workspace: \"VW > 2 ? 4 * m * n + 64 : 0\"\nscratch: 8 * m\n");
+              "workspace: \"VW > 2 ? 4 * m * n + 64 : 0\"\nscratch: 8 * m\n");
     s = load_ok(y);
     free(y);
     at_space_set(s, "m", 10);

@@ -147,7 +147,8 @@ double at_gemm_cpu_cost(const at_gemm_cpu_cost_in *c, const at_device_info *d)
      * across N for an A panel, across M for a B panel), each of which then reads it from the
      * cache of the core that packed it: half a far read on average over two cores. */
     if (c->sp) {
-        const double users_a = ceil_div((double)c->n, nb * nt), users_b = ceil_div((double)c->m, mb);
+        const double users_a = ceil_div((double)c->n, nb * nt),
+                     users_b = ceil_div((double)c->m, mb);
         if (c->pa) pack_a = pack_a / users_a + kb * mb / 16 * FAR * 0.5;
         if (c->pb) pack_b = pack_b / users_b + kb * nb / 16 * FAR * 0.5;
     }
@@ -190,10 +191,10 @@ at_status at_gemm_cost_prior(const at_space *s, const at_device_info *d, const i
             const struct {
                 const char *name;
                 int64_t *out;
-            } f[] = {{"m", &c.m},   {"n", &c.n},   {"k", &c.k},   {"ta", &c.ta},   {"tb", &c.tb},
-                     {"VW", &c.vw}, {"RS", &c.rs}, {"NV", &c.nv}, {"MT", &c.mt},   {"KC", &c.kc},
-                     {"PA", &c.pa}, {"PB", &c.pb}, {"UK", &c.uk}, {"DOT", &c.dot}, {"NT", &c.nt},
-                     {"SP", &c.sp}};
+            } f[] = {{"m", &c.m},   {"n", &c.n},     {"k", &c.k},   {"ta", &c.ta},
+                     {"tb", &c.tb}, {"VW", &c.vw},   {"RS", &c.rs}, {"NV", &c.nv},
+                     {"MT", &c.mt}, {"KC", &c.kc},   {"PA", &c.pa}, {"PB", &c.pb},
+                     {"UK", &c.uk}, {"DOT", &c.dot}, {"NT", &c.nt}, {"SP", &c.sp}};
             for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
                 at_space_value(s, cfg, f[j].name, f[j].out);
             out[i] = at_gemm_cpu_cost(&c, d);

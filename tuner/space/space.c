@@ -147,8 +147,8 @@ enum {
 };
 
 static const char *const key_names[K_COUNT] = {
-    "name",        "kernel",  "source",   "problem",   "device",     "parameters",  "derived",
-    "constraints", "defines", "launch",   "defaults",  "workspace",  "operation",   "backends",
+    "name",        "kernel",  "source",   "problem",   "device",     "parameters",   "derived",
+    "constraints", "defines", "launch",   "defaults",  "workspace",  "operation",    "backends",
     "dtypes",      "archs",   "priority", "arguments", "supersedes", "device_types", "scratch"};
 static const bool key_required[K_COUNT] = {[K_NAME] = true,
                                            [K_KERNEL] = true,
@@ -805,8 +805,7 @@ static at_status load_doc(loader *L)
     AT_TRY(load_launch(L, val[K_LAUNCH]));
     if (val[K_WORKSPACE])
         AT_TRY(load_expr(L, val[K_WORKSPACE], s->nderived, "'workspace'", &s->workspace));
-    if (val[K_SCRATCH])
-        AT_TRY(load_expr(L, val[K_SCRATCH], s->nderived, "'scratch'", &s->scratch));
+    if (val[K_SCRATCH]) AT_TRY(load_expr(L, val[K_SCRATCH], s->nderived, "'scratch'", &s->scratch));
     if (val[K_DEFAULTS]) AT_TRY(load_defaults(L, val[K_DEFAULTS]));
     return AT_OK;
 }
