@@ -682,14 +682,13 @@ static void test_scratch(void **state)
     at_tune_report r;
     at_kernel *k = NULL;
     at_context ctx;
-    tune_fake(
-        "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
-        "problem: [m, n, k, ta, tb, big]\n"
-        "parameters:\n  BM: [16, 32]\n  BN: [8]\n  SC: [1, 2]\n"
-        "launch:\n  global: [m]\nworkspace: 16\nscratch: 64 * SC\n"
-        "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-        "            buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n",
-        (at_gemm_problem){.m = 9, .n = 7, .k = 5, .alpha = 1.0f}, &ctx, &r, &k);
+    tune_fake("name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+              "problem: [m, n, k, ta, tb, big]\n"
+              "parameters:\n  BM: [16, 32]\n  BN: [8]\n  SC: [1, 2]\n"
+              "launch:\n  global: [m]\nworkspace: 16\nscratch: 64 * SC\n"
+              "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
+              "            buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n",
+              (at_gemm_problem){.m = 9, .n = 7, .k = 5, .alpha = 1.0f}, &ctx, &r, &k);
     assert_int_equal(r.space, 4);
     assert_int_equal(r.failed, 2); /* SC=2, with either BM */
     assert_string_equal(r.best_config, "BM=32,BN=8,SC=1");
@@ -719,17 +718,16 @@ static void test_tensor_maps(void **state)
     at_kernel *k = NULL;
     g_encodes = 0;
     at_context ctx;
-    tune_fake(
-        "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
-        "problem: [m, n, k, ta, tb, big, lda]\ndevice: [tma]\n"
-        "parameters:\n  BM: [16, 32]\n  LOAD: [0, 1]\n"
-        "constraints:\n  - LOAD == 0 || (device.tma && lda % 4 == 0)\n"
-        "launch:\n  global: [32, ceil_div(m, BM)]\n  local: [32, 1]\n"
-        "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-        "            buffer: B, i32: ldb, buffer: C, i32: ldc,\n"
-        "            tensormap: {buffer: A, when: LOAD, cols: k, rows: m, ld: lda,\n"
-        "                        box: [4, BM], swizzle: 0}]\n",
-        p, &ctx, &r, &k);
+    tune_fake("name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+              "problem: [m, n, k, ta, tb, big, lda]\ndevice: [tma]\n"
+              "parameters:\n  BM: [16, 32]\n  LOAD: [0, 1]\n"
+              "constraints:\n  - LOAD == 0 || (device.tma && lda % 4 == 0)\n"
+              "launch:\n  global: [32, ceil_div(m, BM)]\n  local: [32, 1]\n"
+              "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
+              "            buffer: B, i32: ldb, buffer: C, i32: ldc,\n"
+              "            tensormap: {buffer: A, when: LOAD, cols: k, rows: m, ld: lda,\n"
+              "                        box: [4, BM], swizzle: 0}]\n",
+              p, &ctx, &r, &k);
     assert_int_equal(r.space, 4);
     assert_int_equal(r.failed, 1); /* BM=16,LOAD=1: a box of 16 rows */
     assert_true(g_encodes >= 2);
@@ -776,15 +774,14 @@ static void test_cluster_launch(void **state)
     at_tune_report r;
     at_kernel *k = NULL;
     at_context ctx;
-    tune_fake(
-        "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
-        "problem: [m, n, k, ta, tb, big]\n"
-        "parameters:\n  BM: [16, 32]\n  CL: [1, 2]\n"
-        "launch:\n  global: [32 * CL, ceil_div(m, BM)]\n  local: [32, 1]\n"
-        "  cluster: CL\n"
-        "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-        "            buffer: B, i32: ldb, buffer: C, i32: ldc]\n",
-        p, &ctx, &r, &k);
+    tune_fake("name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+              "problem: [m, n, k, ta, tb, big]\n"
+              "parameters:\n  BM: [16, 32]\n  CL: [1, 2]\n"
+              "launch:\n  global: [32 * CL, ceil_div(m, BM)]\n  local: [32, 1]\n"
+              "  cluster: CL\n"
+              "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
+              "            buffer: B, i32: ldb, buffer: C, i32: ldc]\n",
+              p, &ctx, &r, &k);
     assert_int_equal(r.space, 4);
     assert_int_equal(r.failed, 0);
     at_kernel_destroy(k);
