@@ -67,7 +67,7 @@ typedef struct at_run_spec {
     size_t global[3], local[3], dims, shared_bytes;
     size_t ws_bytes;      /* the workspace: zeroed before the run, checked zero after it */
     size_t scratch_bytes; /* after it in the same buffer: poisoned (NaN) before, not checked */
-    size_t cluster; /* blocks per thread-block cluster along dimension 0 (1: none) */
+    size_t cluster;       /* blocks per thread-block cluster along dimension 0 (1: none) */
     at_run_arg args[AT_MAX_ARGS];
     size_t nargs;
 } at_run_spec;
