@@ -551,8 +551,15 @@ static void test_statuses_flush_and_recycle(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
-static const char YAML_SPLITK[] =
+/* What every fake GEMM template below starts with, and the first of its kernel arguments (the
+ * operation's, in gemm.cl's order); each template adds what it tests. */
+#define FAKE_GEMM_HEAD                                                                             \
     "name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+#define FAKE_GEMM_ARGS                                                                             \
+    "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"            \
+    "            buffer: B, i32: ldb, buffer: C, i32: ldc"
+
+static const char YAML_SPLITK[] = FAKE_GEMM_HEAD
     "problem: [m, n, k, ta, tb, big]\n"
     "device: [max_shared_optin]\n"
     "parameters:\n  BM: [16, 32, 128]\n  BN: [8]\n  BK: [4]\n  SPLITK: [1, 2, 4, 8]\n"
@@ -560,9 +567,7 @@ static const char YAML_SPLITK[] =
     "constraints:\n  - SMEM <= device.max_shared_optin\n"
     "launch:\n  global: [ceil_div(n, BN) * 32, ceil_div(m, BM), SPLITK]\n"
     "  local: [32, 1, 1]\n  shared: SMEM\n"
-    "workspace: \"SPLITK > 1 ? TILES * (BM * BN + 1) * 4 : 0\"\n"
-    "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-    "            buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n";
+    "workspace: \"SPLITK > 1 ? TILES * (BM * BN + 1) * 4 : 0\"\n" FAKE_GEMM_ARGS ", workspace]\n";
 
 /* A temporary folder (g_dir) with a database and templates: an empty common/fake.h, an empty
  * gemm.cl and gemm.yaml = yaml, loaded into g_tpl; AUTOTUNE_TEMPLATE_PATH points there. */
@@ -682,12 +687,11 @@ static void test_scratch(void **state)
     at_tune_report r;
     at_kernel *k = NULL;
     at_context ctx;
-    tune_fake("name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+    tune_fake(FAKE_GEMM_HEAD
               "problem: [m, n, k, ta, tb, big]\n"
               "parameters:\n  BM: [16, 32]\n  BN: [8]\n  SC: [1, 2]\n"
-              "launch:\n  global: [m]\nworkspace: 16\nscratch: 64 * SC\n"
-              "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-              "            buffer: B, i32: ldb, buffer: C, i32: ldc, workspace]\n",
+              "launch:\n  global: [m]\nworkspace: 16\nscratch: 64 * SC\n" FAKE_GEMM_ARGS
+              ", workspace]\n",
               (at_gemm_problem){.m = 9, .n = 7, .k = 5, .alpha = 1.0f}, &ctx, &r, &k);
     assert_int_equal(r.space, 4);
     assert_int_equal(r.failed, 2); /* SC=2, with either BM */
@@ -718,13 +722,11 @@ static void test_tensor_maps(void **state)
     at_kernel *k = NULL;
     g_encodes = 0;
     at_context ctx;
-    tune_fake("name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
+    tune_fake(FAKE_GEMM_HEAD
               "problem: [m, n, k, ta, tb, big, lda]\ndevice: [tma]\n"
               "parameters:\n  BM: [16, 32]\n  LOAD: [0, 1]\n"
               "constraints:\n  - LOAD == 0 || (device.tma && lda % 4 == 0)\n"
-              "launch:\n  global: [32, ceil_div(m, BM)]\n  local: [32, 1]\n"
-              "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-              "            buffer: B, i32: ldb, buffer: C, i32: ldc,\n"
+              "launch:\n  global: [32, ceil_div(m, BM)]\n  local: [32, 1]\n" FAKE_GEMM_ARGS ",\n"
               "            tensormap: {buffer: A, when: LOAD, cols: k, rows: m, ld: lda,\n"
               "                        box: [4, BM], swizzle: 0}]\n",
               p, &ctx, &r, &k);
@@ -774,13 +776,10 @@ static void test_cluster_launch(void **state)
     at_tune_report r;
     at_kernel *k = NULL;
     at_context ctx;
-    tune_fake("name: gemm\noperation: gemm\nbackends: [fake]\nkernel: gemm\nsource: gemm.cl\n"
-              "problem: [m, n, k, ta, tb, big]\n"
-              "parameters:\n  BM: [16, 32]\n  CL: [1, 2]\n"
-              "launch:\n  global: [32 * CL, ceil_div(m, BM)]\n  local: [32, 1]\n"
-              "  cluster: CL\n"
-              "arguments: [i32: m, i32: n, i32: k, f32: alpha, f32: beta, buffer: A, i32: lda,\n"
-              "            buffer: B, i32: ldb, buffer: C, i32: ldc]\n",
+    tune_fake(FAKE_GEMM_HEAD "problem: [m, n, k, ta, tb, big]\n"
+                             "parameters:\n  BM: [16, 32]\n  CL: [1, 2]\n"
+                             "launch:\n  global: [32 * CL, ceil_div(m, BM)]\n  local: [32, 1]\n"
+                             "  cluster: CL\n" FAKE_GEMM_ARGS "]\n",
               p, &ctx, &r, &k);
     assert_int_equal(r.space, 4);
     assert_int_equal(r.failed, 0);
