@@ -3,7 +3,9 @@
 `autotune replay TARGET --transfer SOURCE` against the same replay without it, many seeds;
 evaluations until the best is within 5 % and 1 % of the target's optimum. See README.md.
 
-    transfer.py run OUTDIR [--seeds N] [--jobs J]   run the pairs (skips runs already in OUTDIR/raw),
+    transfer.py run OUTDIR [--seeds N] [--jobs J] [--targets PREFIX]
+                                                    run the pairs (those whose target's name starts
+                                                    with PREFIX; skips runs already in OUTDIR/raw),
                                                     then pack them into OUTDIR/runs.jsonl.gz
     transfer.py summary OUTDIR                      tables (markdown) from OUTDIR/runs.jsonl.gz
 
@@ -22,6 +24,10 @@ CLB = ["gemm-clblast-RTX_3090", "gemm-clblast-RTX_2080_Ti"]
 CONV = ["convolution-A100", "convolution-MI250X"]
 POCL = ["pocl-gemm-square-256", "pocl-gemm-tall-2048x32x256", "pocl-gemm-largek-64x64x4096",
         "pocl-gemm-small-48x40x33"]
+# The same four shapes on another CPU (an AVX-512 Xeon), the whole 288-config sub-space of the
+# current template, recorded on a quiet machine (benchmarks/spaces/README.md).
+XEON = ["pocl-xeon-gemm-square-256", "pocl-xeon-gemm-tall-2048x32x256",
+        "pocl-xeon-gemm-largek-64x64x4096", "pocl-xeon-gemm-small-48x40x33"]
 EXTRA = sorted(f[:-8] for f in os.listdir(OURS)
                if f.startswith("pocl-gemm-") and f.endswith(".json.gz") and f[:-8] not in POCL)
 
@@ -37,7 +43,7 @@ def path(name):
 def pairs():
     """(kind, target, source): same kernel on another device or shape, and mismatched ones."""
     out = []
-    for group in (CLB, CONV, POCL + EXTRA):
+    for group in (CLB, CONV, POCL + EXTRA, XEON):
         out += [("same", t, s) for t in group for s in group if s != t]
     out += [("mismatched", CLB[0], CONV[0]), ("mismatched", CONV[0], CLB[0]),
             ("mismatched", POCL[0], CLB[0])]
@@ -49,7 +55,9 @@ def budget(target):
     # is about 240 evaluations (docs/search.md), the convolutions' about 300 to 400.
     if target.startswith("gemm-clblast"):
         return 600
-    return 800 if target.startswith("convolution") else 144
+    if target.startswith("convolution"):
+        return 800
+    return 288 if target.startswith("pocl-xeon") else 144
 
 
 def run_one(outdir, kind, target, source, seed, mode):
@@ -81,10 +89,10 @@ def to_within(j, frac):
     return None  # not within the budget
 
 
-def run(outdir, seeds, jobs):
+def run(outdir, seeds, jobs, targets=""):
     os.makedirs(os.path.join(outdir, "raw"), exist_ok=True)
-    todo = [(k, t, s, seed, m) for k, t, s in pairs() for seed in range(1, seeds + 1)
-            for m in ("on", "off")]
+    todo = [(k, t, s, seed, m) for k, t, s in pairs() if t.startswith(targets)
+            for seed in range(1, seeds + 1) for m in ("on", "off")]
     with ThreadPoolExecutor(jobs) as ex:
         for f in [ex.submit(run_one, outdir, *a) for a in todo]:
             f.result()
@@ -132,9 +140,10 @@ def summary(outdir):
         print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {cells[1]} | {w} | {fp:g} |"
               f" {miss[0]}/{miss[1]} |")
         if kind == "same":
-            ratios.setdefault("GPU" if t.startswith(("gemm-clblast", "convolution")) else "PoCL",
-                              []).append(med([to_within(j, 0.05) for j in on], cap) /
-                                         med([to_within(j, 0.05) for j in off], cap))
+            group = "GPU" if t.startswith(("gemm-clblast", "convolution")) else \
+                "PoCL (Xeon)" if t.startswith("pocl-xeon") else "PoCL"
+            ratios.setdefault(group, []).append(med([to_within(j, 0.05) for j in on], cap) /
+                                                med([to_within(j, 0.05) for j in off], cap))
     print()
     for k, r in sorted(ratios.items()):
         print(f"{k} same-kernel pairs: median ratio (on / off, evaluations to 5 %) "
@@ -148,6 +157,7 @@ if __name__ == "__main__":
     args = sys.argv[3:]
     opt = lambda k, d: int(args[args.index(k) + 1]) if k in args else d
     if sys.argv[1] == "run":
-        run(sys.argv[2], opt("--seeds", 20), opt("--jobs", 2))
+        run(sys.argv[2], opt("--seeds", 20), opt("--jobs", 2),
+            args[args.index("--targets") + 1] if "--targets" in args else "")
     else:
         summary(sys.argv[2])
