@@ -5,7 +5,8 @@
  * and of local picks. Failed configs are data: a second forest learns where configs fail, and a
  * config's expected improvement is weighed by its chance to run. With warm-start sources, the
  * expected improvement is that of a mixture: the sources' prediction corrected by a forest (with
- * the source's weight) and a forest of this task's own measurements (with the rest). */
+ * the source's weight) and a forest of this task's own measurements (with the rest), after a
+ * probe of the one-parameter moves of the sources' best configs. */
 #include "strategy.h"
 #include "transfer.h"
 
@@ -29,6 +30,8 @@
 #define MF_LOCAL_EVERY  3
 #define MF_LOCAL_TOP    5    /* local picks look around the five best configs */
 #define MF_STUCK        20   /* reports without a better best: local picks go coordinate-first */
+#define MF_PROBE_STALL  16   /* ... and the warm-start probe ends */
+#define MF_PROBE_JUMP   1.2  /* a probe move this many times faster than the best: it ends */
 #define MF_INIT         5    /* initial design: random (or prior-ranked) configs */
 #define MF_SD_FLOOR     1e-3 /* in log time: 0.1 % */
 #define MF_SCORED       4096 /* configs ranked per fit (a window of a larger space) */
@@ -91,6 +94,10 @@ typedef struct model_state {
     int32_t oroots[MF_TREES]; /* the forest of this task's own log times (no source in it) */
     float *oy;                /* its targets */
     double xw;                /* the sources' weight at the last fit, in [0, 1] */
+    size_t *probe;            /* the warm-start probe (build_probe), in order */
+    size_t nprobe, next_probe;
+    int probe_built;
+    int probe_over; /* a move of the probe gained more than MF_PROBE_JUMP */
 } model_state;
 
 /* The sources' prediction of config c's log time, that the forest corrects (0: none). */
@@ -114,6 +121,7 @@ static void model_free(at_search *s)
     free(m->xtmp);
     free(m->xprior);
     free(m->oy);
+    free(m->probe);
     free(m);
 }
 
@@ -586,6 +594,62 @@ static int near_pending(const at_search *s, const model_state *m, size_t c)
 
 static size_t model_pick(at_search *s);
 
+/* The warm-start probe: one move of each parameter (to another of its values, at random) around
+ * each of the sources' first picks, the pick that ran fastest here first, in a seeded random
+ * order of its own. A related task's best config is often one parameter away from the source's
+ * best (another GPU prefers the other value of a flag, another shape another block size), which
+ * the forest, led by the sources' prior towards their own optimum, is slow to try
+ * (docs/search.md, "Transfer"). Proposed before anything else, until measured, or until
+ * MF_PROBE_STALL reports in a row have not improved the best, or a move gained more than
+ * MF_PROBE_JUMP: then the sources' best was not near an optimum here (a misleading source, or
+ * one whose optimum is elsewhere), and descending from it is the model's job. Without memory,
+ * no probe. */
+static void build_probe(at_search *s, model_state *m)
+{
+    const size_t np = s->space.nparams, n = s->space.nconfigs;
+    const size_t *pick = s->first + s->nfirst_own;
+    scored inc[AT_TRANSFER_FIRST];
+    size_t ni = 0;
+    for (size_t i = 0; i < s->nfirst - s->nfirst_own && ni < AT_TRANSFER_FIRST; i++, ni++) {
+        inc[ni].c = pick[i];
+        inc[ni].score = isfinite(s->y[pick[i]]) ? s->y[pick[i]] : INFINITY;
+    }
+    qsort(inc, ni, sizeof *inc, cmp_prior);
+    m->probe_built = 1;
+    m->probe = malloc((n ? n : 1) * sizeof *m->probe);
+    unsigned char *in = calloc(n ? n : 1, 1);
+    unsigned char *seen = malloc(np ? np : 1);
+    uint64_t rng = s->opts.seed ^ 0x9e3779b97f4a7c15ull; /* its own: the model's is untouched */
+    for (size_t t = 0; t < ni && m->probe && in && seen; t++) {
+        const uint16_t *a = s->space.idx + inc[t].c * np;
+        size_t start = m->nprobe;
+        for (size_t c = 0; c < n; c++) {
+            if (in[c] || s->state[c] != CFG_NEW) continue;
+            const uint16_t *b = s->space.idx + c * np;
+            size_t diff = 0;
+            for (size_t j = 0; j < np && diff < 2; j++) diff += a[j] != b[j];
+            if (diff == 1) m->probe[m->nprobe++] = c;
+        }
+        size_t k = m->nprobe - start;
+        for (size_t i = k; i > 1; i--) {
+            size_t j = (size_t)at_rng_below(&rng, i);
+            size_t x = m->probe[start + i - 1];
+            m->probe[start + i - 1] = m->probe[start + j];
+            m->probe[start + j] = x;
+        }
+        /* One move of each parameter: the first of its moves in that order. */
+        memset(seen, 0, np);
+        m->nprobe = start;
+        for (size_t i = 0; i < k; i++) {
+            size_t c = m->probe[start + i], j = 0;
+            while (s->space.idx[c * np + j] == a[j]) j++;
+            if (!seen[j]) seen[j] = 1, in[c] = 1, m->probe[m->nprobe++] = c;
+        }
+    }
+    free(seen);
+    free(in);
+}
+
 /* Every proposal is remembered as pending until its report. */
 static size_t model_next(at_search *s)
 {
@@ -602,6 +666,14 @@ static size_t model_pick(at_search *s)
     while (m->next_init < m->ninit) {
         size_t c = m->init[m->next_init++];
         if (s->state[c] == CFG_NEW) return c;
+    }
+    if (s->xfer && (size_t)s->proposed >= s->nfirst) {
+        if (!m->probe_built) build_probe(s, m);
+        if (m->since >= MF_PROBE_STALL || m->probe_over) m->next_probe = m->nprobe;
+        while (m->next_probe < m->nprobe) {
+            size_t c = m->probe[m->next_probe++];
+            if (s->state[c] == CFG_NEW) return c;
+        }
     }
     /* Until the initial design is measured (and while nothing succeeded), random. */
     if (m->oom || m->nok == 0 || (size_t)s->proposed < m->design ||
@@ -647,6 +719,7 @@ static void model_report(at_search *s, size_t c, double y)
     if (isfinite(y)) m->nok++;
     if (m->islocal[c]) m->hot = y < m->yseen;
     m->since = y < m->yseen ? 0 : m->since + 1;
+    if (m->probe_built && y * MF_PROBE_JUMP < m->yseen) m->probe_over = 1;
     if (y < m->yseen) m->yseen = y;
 }
 

@@ -689,8 +689,8 @@ static double flag_time(size_t c, int source)
 }
 
 /* Evaluations of the model until the target's optimum is measured, without the flag space's
- * source or with it, for seeds 1..nseeds; returns their median. */
-static double median_to_flag_optimum(int with_source, size_t nseeds)
+ * source or with it, for seeds 1..nseeds; returns their median, and their largest in worst. */
+static double median_to_flag_optimum(int with_source, size_t nseeds, double *worst)
 {
     for (size_t i = 0; i < 800; i++)
         g_flag[3 * i] = (uint16_t)(i / 40), g_flag[3 * i + 1] = (uint16_t)(i / 2 % 20),
@@ -729,22 +729,28 @@ static double median_to_flag_optimum(int with_source, size_t nseeds)
             found[j] = found[j - 1];
             found[j - 1] = t;
         }
+    if (worst) *worst = found[nseeds - 1];
     return nseeds % 2 ? found[nseeds / 2] : (found[nseeds / 2 - 1] + found[nseeds / 2]) / 2;
 }
 
 static void test_transfer_a_source_wrong_at_the_top_costs_little(void **state)
 {
     (void)state;
-    g_src_w = 0;
-    double cold = median_to_flag_optimum(0, 31), warm = median_to_flag_optimum(1, 31);
+    g_src_a = 3, g_src_b = 5, g_src_w = 0;
+    double worst, cold = median_to_flag_optimum(0, 63, NULL),
+                  warm = median_to_flag_optimum(1, 63, &worst);
+    /* The probe: the flag's move of the source's best is among the first round of one move per
+     * parameter, right after the 3 first picks, with every seed. */
+    assert_true(worst <= 3 + 3);
     /* and its optimum elsewhere too, at (8, 12) */
     g_src_a = 8, g_src_b = 12, g_src_w = 0.2;
-    double far = median_to_flag_optimum(1, 31);
+    double far = median_to_flag_optimum(1, 63, NULL);
 
-    print_message("to the optimum, median of 31 seeds: no source %g, source %g, elsewhere %g\n",
+    print_message("to the optimum, median of 63 seeds: no source %g, source %g, elsewhere %g\n",
                   cold, warm, far);
     assert_true(warm <= 1.1 * cold);
-    assert_true(far <= 1.1 * cold);
+    /* The probe's few moves around the wrong spot cost a little here (docs/search.md). */
+    assert_true(far <= 1.15 * cold);
 }
 
 static void test_transfer_map_refuses_another_kernel(void **state)
