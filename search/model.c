@@ -595,8 +595,8 @@ static int near_pending(const at_search *s, const model_state *m, size_t c)
 static size_t model_pick(at_search *s);
 
 /* The warm-start probe: one move of each parameter (to another of its values, at random) around
- * each of the sources' first picks, the pick that ran fastest here first, in a seeded random
- * order of its own. A related task's best config is often one parameter away from the source's
+ * each of the sources' first picks, in their order (the sources' best first), in a seeded
+ * random order of its own. A related task's best config is often one parameter away from the source's
  * best (another GPU prefers the other value of a flag, another shape another block size), which
  * the forest, led by the sources' prior towards their own optimum, is slow to try
  * (docs/search.md, "Transfer"). Proposed before anything else, until measured, or until
@@ -607,21 +607,14 @@ static size_t model_pick(at_search *s);
 static void build_probe(at_search *s, model_state *m)
 {
     const size_t np = s->space.nparams, n = s->space.nconfigs;
-    const size_t *pick = s->first + s->nfirst_own;
-    scored inc[AT_TRANSFER_FIRST];
-    size_t ni = 0;
-    for (size_t i = 0; i < s->nfirst - s->nfirst_own && ni < AT_TRANSFER_FIRST; i++, ni++) {
-        inc[ni].c = pick[i];
-        inc[ni].score = isfinite(s->y[pick[i]]) ? s->y[pick[i]] : INFINITY;
-    }
-    qsort(inc, ni, sizeof *inc, cmp_prior);
+    const size_t *pick = s->first + s->nfirst_own, npick = s->nfirst - s->nfirst_own;
     m->probe_built = 1;
     m->probe = malloc((n ? n : 1) * sizeof *m->probe);
     unsigned char *in = calloc(n ? n : 1, 1);
     unsigned char *seen = malloc(np ? np : 1);
     uint64_t rng = s->opts.seed ^ 0x9e3779b97f4a7c15ull; /* its own: the model's is untouched */
-    for (size_t t = 0; t < ni && m->probe && in && seen; t++) {
-        const uint16_t *a = s->space.idx + inc[t].c * np;
+    for (size_t t = 0; t < npick && m->probe && in && seen; t++) {
+        const uint16_t *a = s->space.idx + pick[t] * np;
         size_t start = m->nprobe;
         for (size_t c = 0; c < n; c++) {
             if (in[c] || s->state[c] != CFG_NEW) continue;
