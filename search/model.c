@@ -596,9 +596,9 @@ static size_t model_pick(at_search *s);
 
 /* The warm-start probe: one move of each parameter (to another of its values, at random) around
  * each of the sources' first picks, in their order (the sources' best first), in a seeded
- * random order of its own. A related task's best config is often one parameter away from the source's
- * best (another GPU prefers the other value of a flag, another shape another block size), which
- * the forest, led by the sources' prior towards their own optimum, is slow to try
+ * random order of its own. A related task's best config is often one parameter away from the
+ * source's best (another GPU prefers the other value of a flag, another shape another block size),
+ * which the forest, led by the sources' prior towards their own optimum, is slow to try
  * (docs/search.md, "Transfer"). Proposed before anything else, until measured, or until
  * MF_PROBE_STALL reports in a row have not improved the best, or a move gained more than
  * MF_PROBE_JUMP: then the sources' best was not near an optimum here (a misleading source, or
