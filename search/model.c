@@ -578,17 +578,21 @@ static size_t local_pick(at_search *s, model_state *m, int coord)
     return best;
 }
 
+/* In how many parameters configs c and d differ: 0, 1, or 2 for two or more. */
+static size_t params_apart(const at_search *s, size_t c, size_t d)
+{
+    const size_t np = s->space.nparams;
+    const uint16_t *a = s->space.idx + c * np, *b = s->space.idx + d * np;
+    size_t diff = 0;
+    for (size_t j = 0; j < np && diff < 2; j++) diff += a[j] != b[j];
+    return diff;
+}
+
 /* 1 if c differs in at most one parameter from a config proposed but not yet reported. */
 static int near_pending(const at_search *s, const model_state *m, size_t c)
 {
-    const size_t np = s->space.nparams;
-    const uint16_t *a = s->space.idx + c * np;
-    for (size_t p = 0; p < m->npending; p++) {
-        const uint16_t *b = s->space.idx + m->pending[p] * np;
-        size_t diff = 0;
-        for (size_t j = 0; j < np && diff < 2; j++) diff += a[j] != b[j];
-        if (diff < 2) return 1;
-    }
+    for (size_t p = 0; p < m->npending; p++)
+        if (params_apart(s, c, m->pending[p]) < 2) return 1;
     return 0;
 }
 
@@ -616,20 +620,11 @@ static void build_probe(at_search *s, model_state *m)
     for (size_t t = 0; t < npick && m->probe && in && seen; t++) {
         const uint16_t *a = s->space.idx + pick[t] * np;
         size_t start = m->nprobe;
-        for (size_t c = 0; c < n; c++) {
-            if (in[c] || s->state[c] != CFG_NEW) continue;
-            const uint16_t *b = s->space.idx + c * np;
-            size_t diff = 0;
-            for (size_t j = 0; j < np && diff < 2; j++) diff += a[j] != b[j];
-            if (diff == 1) m->probe[m->nprobe++] = c;
-        }
+        for (size_t c = 0; c < n; c++)
+            if (!in[c] && s->state[c] == CFG_NEW && params_apart(s, pick[t], c) == 1)
+                m->probe[m->nprobe++] = c;
         size_t k = m->nprobe - start;
-        for (size_t i = k; i > 1; i--) {
-            size_t j = (size_t)at_rng_below(&rng, i);
-            size_t x = m->probe[start + i - 1];
-            m->probe[start + i - 1] = m->probe[start + j];
-            m->probe[start + j] = x;
-        }
+        at_rng_shuffle(&rng, m->probe + start, k);
         /* One move of each parameter: the first of its moves in that order. */
         memset(seen, 0, np);
         m->nprobe = start;

@@ -33,6 +33,16 @@ uint64_t at_rng_below(uint64_t *state, uint64_t n)
 
 double at_rng_unit(uint64_t *state) { return (double)(at_rng_next(state) >> 11) * 0x1.0p-53; }
 
+void at_rng_shuffle(uint64_t *state, size_t *v, size_t n)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)at_rng_below(state, i);
+        size_t t = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = t;
+    }
+}
+
 /* ---- config lookup and neighbours ---------------------------------------------------------- */
 
 static uint64_t tuple_hash(const uint16_t *idx, size_t np)
@@ -376,14 +386,7 @@ at_status at_search_create(const at_search_space *space, const at_search_options
         s->order[i] = i;
         s->y[i] = NAN;
     }
-    if (ops != &g_exhaustive) {
-        for (size_t i = n; i > 1; i--) {
-            size_t j = (size_t)at_rng_below(&s->rng, i);
-            size_t t = s->order[i - 1];
-            s->order[i - 1] = s->order[j];
-            s->order[j] = t;
-        }
-    }
+    if (ops != &g_exhaustive) at_rng_shuffle(&s->rng, s->order, n);
     for (size_t f = 0; opts && f < opts->nfirst; f++)
         if (opts->first[f] < n) s->first[s->nfirst++] = opts->first[f];
     s->opts.nfirst = 0;

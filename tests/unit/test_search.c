@@ -739,8 +739,8 @@ static void test_transfer_a_source_wrong_at_the_top_costs_little(void **state)
     g_src_a = 3, g_src_b = 5, g_src_w = 0;
     double worst, cold = median_to_flag_optimum(0, 63, NULL),
                   warm = median_to_flag_optimum(1, 63, &worst);
-    /* The probe: the flag's move of the source's best is among the first round of one move per
-     * parameter, right after the 3 first picks, with every seed. */
+    /* The probe: the flag's move of the source's best is among its moves of that config (one
+     * per parameter, three here), right after the 3 first picks, with every seed. */
     assert_true(worst <= 3 + 3);
     /* and its optimum elsewhere too, at (8, 12) */
     g_src_a = 8, g_src_b = 12, g_src_w = 0.2;
