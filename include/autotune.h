@@ -294,11 +294,12 @@ typedef struct at_tune_report {
     int64_t proxy_evaluated;
     int64_t proxy_confirmed;
     /* The warm start (docs/search.md, "Transfer"): the sources given to the search (their
-     * details in opts->transfer_out) and how many of the first 10 proposals were their best
-     * configs; 0 when there was none (--no-transfer, nothing related in the databases). */
+     * details in opts->transfer_out), how many of the first 10 proposals were their best
+     * configs and how many proposals were the probe's moves around them; 0 when there was none
+     * (--no-transfer, nothing related in the databases). */
     int32_t transfer_sources;
     int32_t first_picks_from_sources;
-    int64_t reserved[1];
+    int64_t probe_picks; /* taken from reserved: the size is unchanged */
 } at_tune_report;
 
 /* ---- context ---------------------------------------------------------------------------- */
@@ -489,11 +490,13 @@ typedef struct at_replay_report {
     int64_t *trajectory_evals;
     double *trajectory_best;
     /* The warm start's sources (malloc'd, freed by at_replay_report_clear; none without
-     * opts->transfer) and how many of the first 10 proposals were their best configs. */
+     * opts->transfer), how many of the first 10 proposals were their best configs and how many
+     * proposals were the probe's one-parameter moves around them. */
     size_t ntransfer;
     at_transfer_source *transfer;
     int64_t first_picks_from_sources;
-    int64_t reserved[5]; /* the three fields above were taken from it */
+    int64_t probe_picks;
+    int64_t reserved[4]; /* the four fields above were taken from it */
 } at_replay_report;
 
 /* Replays a tuning run with opts' strategy, seed and budgets (max_seconds counts the recorded

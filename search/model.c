@@ -660,7 +660,10 @@ static size_t model_pick(at_search *s)
         if (m->since >= MF_PROBE_STALL || m->probe_over) m->next_probe = m->nprobe;
         while (m->next_probe < m->nprobe) {
             size_t c = m->probe[m->next_probe++];
-            if (s->state[c] == CFG_NEW) return c;
+            if (s->state[c] == CFG_NEW) {
+                s->probe_picks++;
+                return c;
+            }
         }
     }
     /* Until the initial design is measured (and while nothing succeeded), random. */

@@ -498,6 +498,8 @@ int at_search_source_weight(at_search *s, size_t i, double *weight, size_t *conf
 
 int64_t at_search_first_from_sources(const at_search *s) { return s->from_sources; }
 
+int64_t at_search_probe_picks(const at_search *s) { return s->probe_picks; }
+
 int at_search_best(const at_search *s, size_t *config, double *time)
 {
     if (!s->have_best) return 0;

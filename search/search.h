@@ -75,6 +75,9 @@ int at_search_best(const at_search *s, size_t *config, double *time);
 int at_search_source_weight(at_search *s, size_t i, double *weight, size_t *configs, size_t *pairs);
 /* How many of the first 10 proposals were the sources' best configs. */
 int64_t at_search_first_from_sources(const at_search *s);
+/* How many proposals were the warm-start probe's: one-parameter moves of the sources' best
+ * configs (the model strategy; docs/search.md, "Transfer"). */
+int64_t at_search_probe_picks(const at_search *s);
 /* NULL-terminated names of the strategies; the first ("model", chosen by the replay benchmark,
  * docs/search.md) is the default, used when at_search_options.strategy is NULL. Budgets have no
  * default here (0: no limit); the tuning calls add theirs (60 s; docs/search.md). */

@@ -48,10 +48,11 @@ struct at_search {
     double best_time;
     double t0;
     /* Warm-start sources (search/transfer.c; NULL: none); first[nfirst_own..nfirst) are their
-     * best configs, from_sources counts those among the first AT_TRANSFER_FIRST_N proposals. */
+     * best configs, from_sources counts those among the first AT_TRANSFER_FIRST_N proposals,
+     * probe_picks the model's proposals of its warm-start probe (model.c). */
     struct at_transfer *xfer;
     size_t nfirst_own;
-    int64_t from_sources;
+    int64_t from_sources, probe_picks;
 };
 
 uint64_t at_rng_next(uint64_t *state);

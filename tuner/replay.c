@@ -275,6 +275,7 @@ static at_status replay_run(const at_recording *r, const at_tune_options *o, at_
         e->pairs = (int64_t)pairs;
     }
     rep->first_picks_from_sources = at_search_first_from_sources(s);
+    rep->probe_picks = at_search_probe_picks(s);
     at_search_free(s);
     sources_free(&rs);
     rep->evaluated = loop.evaluated;

@@ -544,6 +544,7 @@ static at_status tune_one(at_context *ctx, at_template *t, const at_problem *p,
     }
     rep->transfer_sources = (int32_t)warm.nsrc;
     rep->first_picks_from_sources = search ? (int32_t)at_search_first_from_sources(search) : 0;
+    rep->probe_picks = search ? at_search_probe_picks(search) : 0;
     warm_free(&warm);
     /* A failed write stopped the run: nothing more is written, its message stays the one. */
     if (st == AT_OK && dev.best_prog && loop.have_best)
@@ -686,6 +687,7 @@ at_status at_pipeline_tune(at_context *ctx, at_template *t, const at_problem *p,
         rep->proxy_confirmed = rep->evaluated;
         rep->transfer_sources = prep.transfer_sources; /* the search was the proxy's */
         rep->first_picks_from_sources = prep.first_picks_from_sources;
+        rep->probe_picks = prep.probe_picks;
     } else {
         rep->measured = prep.measured; /* what an interrupt leaves: the proxy's work */
     }

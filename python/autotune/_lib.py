@@ -109,7 +109,7 @@ class TuneReport(Structure):
         ("proxy_confirmed", c_int64),
         ("transfer_sources", c_int32),
         ("first_picks_from_sources", c_int32),
-        ("reserved", c_int64 * 1),
+        ("probe_picks", c_int64),
     ]
 
 
@@ -155,7 +155,8 @@ class ReplayReport(Structure):
         ("ntransfer", c_size_t),
         ("transfer", c_void_p),
         ("first_picks_from_sources", c_int64),
-        ("reserved", c_int64 * 5),
+        ("probe_picks", c_int64),
+        ("reserved", c_int64 * 4),
     ]
 
 

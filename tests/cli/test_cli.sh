@@ -341,15 +341,19 @@ fi
 sed -e 's/Test GPU/Other GPU/' -e 's/"time": 4.0/"time": 0.5/' "$work/kt.json" >"$work/kt-other.json"
 "$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --transfer "$work/failed.json" --seed 2 \
   --json >"$work/out.json" 2>"$work/err"
-json 'd["transfer"]["sources"][0] == {"file": "'"$work"'/kt-other.json", "used": True, "configs": 4, "pairs": 4, "weight": d["transfer"]["sources"][0]["weight"]} and d["transfer"]["sources"][1]["used"] is False and "parameters" in d["transfer"]["sources"][1]["reason"] and d["transfer"]["first_picks_from_sources"] == 3 and d["trajectory"][0] == [1, 4.0] and d["evaluated"] == 5' |
+json 'd["transfer"]["sources"][0] == {"file": "'"$work"'/kt-other.json", "used": True, "configs": 4, "pairs": 4, "weight": d["transfer"]["sources"][0]["weight"]} and d["transfer"]["sources"][1]["used"] is False and "parameters" in d["transfer"]["sources"][1]["reason"] and d["transfer"]["first_picks_from_sources"] == 3 and d["transfer"]["probe_picks"] == 2 and d["trajectory"][0] == [1, 4.0] and d["evaluated"] == 5' |
   grep -q True && grep -q "warning: --transfer $work/failed.json is not used: its parameters" "$work/err" &&
   ok "replay --transfer: the other GPU's best first, another kernel refused" ||
   bad "replay --transfer: $(cat "$work/out.json" "$work/err")"
+# The probe (one-parameter moves around the sources' best, the two configs left) is the model's.
+"$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --seed 2 --strategy random --json >"$work/out.json"
+json 'd["transfer"]["first_picks_from_sources"] == 3 and d["transfer"]["probe_picks"] == 0' | grep -q True &&
+  ok "replay --transfer: no probe but the model's" || bad "probe picks: $(cat "$work/out.json")"
 a=$("$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --seed 4 --json | sed 's/"seconds":[0-9.]*//')
 b=$("$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --seed 4 --json | sed 's/"seconds":[0-9.]*//')
 [ "$a" = "$b" ] && ok "replay --transfer: the same per seed" || bad "replay --transfer: $a / $b"
 "$AT" replay "$work/kt.json" --transfer "$work/kt-other.json" --no-transfer --json >"$work/out.json"
-json 'd["transfer"]["sources"][0]["used"] is False and d["transfer"]["first_picks_from_sources"] == 0' |
+json 'd["transfer"]["sources"][0]["used"] is False and d["transfer"]["first_picks_from_sources"] == 0 and d["transfer"]["probe_picks"] == 0' |
   grep -q True && ok "replay --no-transfer: the source is not used" || bad "--no-transfer: $(cat "$work/out.json")"
 reject 2 "option '--transfer' needs a value" -- replay "$work/kt.json" --transfer
 

@@ -80,7 +80,7 @@ expect 0 "0 flagged" -- db verify --db "$layer" --op attention
 warm="$work/warm"
 "$AT" gemm --m 40 --n 24 --k 16 --strategy random --seed 1 --budget 4 --db "$warm" --json >"$work/out.json"
 src_best=$(json "d['best']['config']")
-json "d['transfer'] == {'sources': [], 'first_picks_from_sources': 0}" | grep -q True &&
+json "d['transfer'] == {'sources': [], 'first_picks_from_sources': 0, 'probe_picks': 0}" | grep -q True &&
   ok "the first shape has no warm start" || bad "first shape: $(cat "$work/out.json")"
 "$AT" gemm --m 48 --n 24 --k 16 --strategy random --seed 1 --budget 4 --db "$warm" --progress always --json \
   >"$work/out.json" 2>"$work/err"
@@ -92,6 +92,6 @@ json "d['transfer']['sources'][0]['source'].startswith('gemm/f32/nn/40x24x16 on 
   ok "a neighbouring shape warm-starts from the first one, its best measured first" ||
   bad "warm start: first measured '$first', source best '$src_best': $(cat "$work/out.json")"
 "$AT" gemm --m 56 --n 24 --k 16 "${tiny[@]}" --db "$warm" --no-transfer --json >"$work/out.json"
-json "d['transfer'] == {'sources': [], 'first_picks_from_sources': 0}" | grep -q True &&
+json "d['transfer'] == {'sources': [], 'first_picks_from_sources': 0, 'probe_picks': 0}" | grep -q True &&
   ok "--no-transfer: no warm start" || bad "--no-transfer: $(cat "$work/out.json")"
 finish

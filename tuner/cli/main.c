@@ -576,7 +576,7 @@ static void print_op_help(const op_fields *f)
         "                        adds \"budget\" {seconds, used, overrun, next_would_not_fit} and\n"
         "                        \"estimate\" {candidate_seconds, covers}, and \"transfer\"\n"
         "                        {sources [{source, configs, pairs, weight}],\n"
-        "                        first_picks_from_sources}\n" RUN_HELP "\n"
+        "                        first_picks_from_sources, probe_picks}\n" RUN_HELP "\n"
         "Exit status: 0 success, 2 bad usage or input, 1 runtime failure (no device, database).\n",
         strategies);
 }
@@ -676,6 +676,7 @@ static void transfer_json(cJSON *j, const at_tune_report *r, const at_transfer_s
         cJSON_AddItemToArray(a, e);
     }
     cJSON_AddNumberToObject(x, "first_picks_from_sources", (double)r->first_picks_from_sources);
+    cJSON_AddNumberToObject(x, "probe_picks", (double)r->probe_picks);
 }
 
 /* The JSON of a run's budget and estimate (cJSON object j), when it had them. */
@@ -812,8 +813,9 @@ static int cmd_op(const char *op, int argc, char **argv)
             printf("  transfer    %s: %" PRId64 " configs, weight %.2f\n", transfer[i].name,
                    transfer[i].configs, transfer[i].weight);
         if (!rep.cache_hit && rep.transfer_sources)
-            printf("  first picks %d of the first 10 from the warm start\n",
-                   (int)rep.first_picks_from_sources);
+            printf("  first picks %d of the first 10 from the warm start, %" PRId64
+                   " probe moves around them\n",
+                   (int)rep.first_picks_from_sources, rep.probe_picks);
         if (rep.slow_stopped)
             printf("  stopped     %" PRId64 " candidate%s at the slowdown limit (recorded as "
                    "timeouts)\n",
@@ -1418,7 +1420,7 @@ static const char REPLAY_HELP[] =
     "  --json            one JSON object: space, optimum_time, evaluated, best {config, time},\n"
     "                    trajectory [[evaluations, best_time_so_far], ...], transfer\n"
     "                    {sources [{file, used, reason, configs, pairs, weight}],\n"
-    "                    first_picks_from_sources}\n"
+    "                    first_picks_from_sources, probe_picks}\n"
     "\n"
     "Exit status: 0 success, 2 bad usage or input (unreadable or malformed file), 1 runtime\n"
     "failure.\n";
@@ -1513,6 +1515,7 @@ static int cmd_replay(int argc, char **argv)
             }
             cJSON_AddNumberToObject(x, "first_picks_from_sources",
                                     (double)r.first_picks_from_sources);
+            cJSON_AddNumberToObject(x, "probe_picks", (double)r.probe_picks);
         }
         print_json(j);
     } else {
@@ -1544,8 +1547,9 @@ static int cmd_replay(int argc, char **argv)
                 printf("  transfer    %s: not used (%s)\n", t->name, t->reason);
         }
         if (r.ntransfer)
-            printf("  first picks from the sources: %" PRId64 " of the first 10\n",
-                   r.first_picks_from_sources);
+            printf("  first picks from the sources: %" PRId64 " of the first 10; probe: %" PRId64
+                   " moves around them\n",
+                   r.first_picks_from_sources, r.probe_picks);
     }
     at_replay_report_clear(&r);
     return 0;
