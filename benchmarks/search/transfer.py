@@ -10,7 +10,8 @@ evaluations until the best is within 5 % and 1 % of the target's optimum. See RE
     transfer.py summary OUTDIR                      tables (markdown) from OUTDIR/runs.jsonl.gz
 
 Environment: BUILD (folder with autotune, default build), SHARED_SPACES (default
-../shared/spaces beside the repository)."""
+../shared/spaces beside the repository), HUB_SPACES (a folder of the FAIR Benchmark Hub files
+that benchmarks/spaces/hub/fetch.sh fetches; with it, the held-out pairs run too)."""
 import gzip, json, os, statistics, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SHARED = os.environ.get("SHARED_SPACES", os.path.join(os.path.dirname(REPO), "shared", "spaces"))
 OURS = os.path.join(REPO, "benchmarks", "spaces")
+HUB = os.environ.get("HUB_SPACES", "")
 AT = os.path.join(os.environ.get("BUILD", os.path.join(REPO, "build")), "autotune")
 
 CLB = ["gemm-clblast-RTX_3090", "gemm-clblast-RTX_2080_Ti"]
@@ -28,12 +30,18 @@ POCL = ["pocl-gemm-square-256", "pocl-gemm-tall-2048x32x256", "pocl-gemm-largek-
 # current template, recorded on a quiet machine (benchmarks/spaces/README.md).
 XEON = ["pocl-xeon-gemm-square-256", "pocl-xeon-gemm-tall-2048x32x256",
         "pocl-xeon-gemm-largek-64x64x4096", "pocl-xeon-gemm-small-48x40x33"]
+# Held out: recordings of the same kernels on other GPUs that the warm start (and its probe) was
+# never run on while it was built; every pair with one of them. The hub's RTX_Titan convolution
+# has other parameters (no use_shmem, use_cmem): a source that must be refused.
+HUB_GEMM = ["hub-gemm-RTX_Titan", "hub-gemm-RTX_3060_laptop"]
+HUB_CONV = ["hub-convolution-A4000", "hub-convolution-W6600"]
+HUB_DEDISP = ["hub-dedispersion-A100", "hub-dedispersion-MI250X"]
 EXTRA = sorted(f[:-8] for f in os.listdir(OURS)
                if f.startswith("pocl-gemm-") and f.endswith(".json.gz") and f[:-8] not in POCL)
 
 
 def path(name):
-    for d in (SHARED, OURS):
+    for d in (SHARED, OURS) + ((HUB,) if HUB else ()):
         p = os.path.join(d, name + ".json.gz")
         if os.path.exists(p):
             return p
@@ -47,16 +55,27 @@ def pairs():
         out += [("same", t, s) for t in group for s in group if s != t]
     out += [("mismatched", CLB[0], CONV[0]), ("mismatched", CONV[0], CLB[0]),
             ("mismatched", POCL[0], CLB[0])]
+    if HUB:
+        for group, hub in ((CLB + HUB_GEMM, HUB_GEMM), (CONV + HUB_CONV, HUB_CONV),
+                           (HUB_DEDISP, HUB_DEDISP)):
+            out += [("held-out", t, s) for t in group for s in group
+                    if s != t and (t in hub or s in hub)]
+        out += [("mismatched", CONV[0], "hub-convolution-RTX_Titan"),
+                ("mismatched", HUB_GEMM[0], "hub-pnpoly-RTX_3090")]
     return out
 
 
 def budget(target):
     # Enough to reach 1 % in most runs without a warm start: the CLBlast spaces' median to 1 %
     # is about 240 evaluations (docs/search.md), the convolutions' about 300 to 400.
-    if target.startswith("gemm-clblast"):
+    # The hub's GEMMs and convolutions are the same kernels; dedispersion's median to 1 % is
+    # under 100 (docs/search.md).
+    if target.startswith(("gemm-clblast", "hub-gemm")):
         return 600
-    if target.startswith("convolution"):
+    if target.startswith(("convolution", "hub-convolution")):
         return 800
+    if target.startswith("hub-dedispersion"):
+        return 400
     return 288 if target.startswith("pocl-xeon") else 144
 
 
@@ -65,6 +84,18 @@ def run_one(outdir, kind, target, source, seed, mode):
     dest = os.path.join(outdir, "raw", name)
     if os.path.exists(dest):
         return
+    raw = os.path.dirname(dest)
+    if mode == "off" and kind != "mismatched":  # without the warm start the source is not read: reuse another pair's run
+        for f in os.listdir(raw):
+            if f.startswith(target + "__") and f.endswith(f"__off__{seed}.json"):
+                j = json.load(open(os.path.join(raw, f)))
+                if j["transfer"]["sources"][0]["reason"] == "warm starts are off (--no-transfer)":
+                    j["pair_kind"], j["source"] = kind, source
+                    j["transfer"]["sources"][0]["file"] = os.path.basename(path(source))
+                    with open(dest + ".tmp", "w") as out:
+                        json.dump(j, out)
+                    os.replace(dest + ".tmp", dest)
+                    return
     cmd = [AT, "replay", path(target), "--seed", str(seed), "--budget", str(budget(target)),
            "--json", "--transfer", path(source)]
     if mode == "off":
@@ -121,9 +152,11 @@ def summary(outdir):
             j["mode"], []).append(j)
     ratios = {}
     print("| pair | target ← source | seeds | 5 %: off → on (ratio) | 1 %: off → on (ratio) |"
-          " source weight (median) | first picks from source | not within 1 % (off/on) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (kind, t, s), m in sorted(runs.items(), key=lambda kv: (kv[0][0] != "same", kv[0][1:])):
+          " source weight (median) | first picks from source | probe picks (median) |"
+          " not within 1 % (off/on) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    order = {"same": 0, "held-out": 1, "mismatched": 2}
+    for (kind, t, s), m in sorted(runs.items(), key=lambda kv: (order[kv[0][0]], kv[0][1:])):
         on, off = m.get("on", []), m.get("off", [])
         cap = budget(t)
         cells = []
@@ -136,11 +169,14 @@ def summary(outdir):
         w = f"{statistics.median(x['weight'] for x in used):.2f}" if used else \
             "refused: " + src[0].get("reason", "")
         fp = statistics.median(j["transfer"]["first_picks_from_sources"] for j in on)
+        pp = [j["transfer"]["probe_picks"] for j in on if "probe_picks" in j["transfer"]]
+        pp = f"{statistics.median(pp):g}" if pp else "–"  # runs before 0.2.0 did not count it
         miss = (sum(to_within(j, 0.01) is None for j in off), sum(to_within(j, 0.01) is None for j in on))
-        print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {cells[1]} | {w} | {fp:g} |"
+        print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {cells[1]} | {w} | {fp:g} | {pp} |"
               f" {miss[0]}/{miss[1]} |")
-        if kind == "same":
-            group = "GPU" if t.startswith(("gemm-clblast", "convolution")) else \
+        if kind != "mismatched":
+            group = "held-out GPU" if kind == "held-out" else \
+                "GPU" if t.startswith(("gemm-clblast", "convolution")) else \
                 "PoCL (Xeon)" if t.startswith("pocl-xeon") else "PoCL"
             ratios.setdefault(group, []).append(med([to_within(j, 0.05) for j in on], cap) /
                                                 med([to_within(j, 0.05) for j in off], cap))
