@@ -276,6 +276,12 @@ class TuneReport:
     proxy_problem: str
     proxy_evaluated: int
     proxy_confirmed: int
+    # The warm start (docs/search.md, "Transfer"): its sources, each {source, configs, pairs,
+    # weight}; how many of the first 10 proposals were their best configs; how many proposals
+    # the probe made around them.
+    transfer: list
+    first_picks_from_sources: int
+    probe_picks: int
 
 
 def _budget(budget):
@@ -313,22 +319,40 @@ def _tune_options(budget, strategy, seed, force=False, template=None, replay_db=
     )
 
 
+def _source_dict(t, key):
+    d = {key: text(t.name), "configs": t.configs, "pairs": t.pairs}
+    if key == "file":
+        d["used"] = bool(t.used)
+        if not t.used:
+            d["reason"] = text(t.reason)
+    if key == "source" or t.used:
+        d["weight"] = t.weight
+    return d
+
+
 def gemm(m, n, k=None, dtype="f32", layout="nn", budget=None, strategy=None, seed=None,
-         ctx=None, alpha=None, beta=None, force=False, template=None):
+         ctx=None, alpha=None, beta=None, force=False, template=None, no_transfer=False):
     """Tunes C = alpha*op(A)*op(B) + beta*C (k: default m) on ctx's device (None: a default
     context) with at_tune, stores the results in its database, and returns (Kernel, TuneReport).
-    budget: N evaluations (int or "N") or "Ns" seconds, as the command's --budget."""
+    budget: N evaluations (int or "N") or "Ns" seconds, as the command's --budget. The search
+    starts warm from related results in the databases (neighbouring shapes, this shape on
+    devices of the family) unless no_transfer; TuneReport.transfer says which."""
     ctx = _context(ctx)
     opts = _tune_options(budget, strategy, seed, force, template)
+    opts.no_transfer = int(no_transfer)
+    sources = (_lib.TransferSource * _lib.TRANSFER_MAX)()
+    opts.transfer_out = sources
     report = _lib.TuneReport()
     handle = ctypes.c_void_p()
     with _gemm_problem(m, n, k, dtype, layout, alpha, beta) as p:
         ctx.check(lib.at_tune(ctx.handle, p.handle, ctypes.byref(opts), ctypes.byref(report),
                               ctypes.byref(handle)))
         kernel = Kernel(ctx, handle, p)
-    r = {f: getattr(report, f) for f in TuneReport.__dataclass_fields__}
+    r = {f: getattr(report, f) for f in TuneReport.__dataclass_fields__ if f != "transfer"}
     r.update(best_config=text(report.best_config), template_name=text(report.template_name),
-             cache_hit=bool(report.cache_hit), proxy_problem=text(report.proxy_problem))
+             cache_hit=bool(report.cache_hit), proxy_problem=text(report.proxy_problem),
+             transfer=[_source_dict(sources[i], "source")
+                       for i in range(min(report.transfer_sources, _lib.TRANSFER_MAX))])
     return kernel, TuneReport(**r)
 
 
@@ -386,15 +410,27 @@ class Replay:
     simulated_seconds: float
     seconds: float
     trajectory: list
+    # The warm start: its sources, each {file, used, reason (when not used), configs, pairs,
+    # weight (when used)}; how many of the first 10 proposals were their best configs; how many
+    # proposals the probe made around them (docs/search.md, "Transfer").
+    transfer: list
+    first_picks_from_sources: int
+    probe_picks: int
 
 
-def replay(path, strategy=None, budget=None, seed=None, select=None, no_improve=0):
+def replay(path, strategy=None, budget=None, seed=None, select=None, no_improve=0, transfer=(),
+           no_transfer=False):
     """Replays a search (at_replay_file) with strategy (None: the default), budget (N
     evaluations or "Ns" recorded seconds; None: until the space is exhausted) and seed against
     the recorded space at path: a Kernel Tuner cache JSON (.json, .json.gz) or an autotune
-    database (select: a prefix of "problem|device|template hash" when it holds several)."""
+    database (select: a prefix of "problem|device|template hash" when it holds several).
+    transfer: recordings of the same kernel on another device or shape to start warm from (as
+    `autotune replay --transfer`); no_transfer: read them but do not use them."""
     opts = _tune_options(budget, strategy, seed)
     opts.no_improve = no_improve
+    files = (ctypes.c_char_p * max(len(transfer), 1))(*[_b(str(f)) for f in transfer])
+    opts.transfer, opts.ntransfer = files, len(transfer)
+    opts.no_transfer = int(no_transfer)
     r = _lib.ReplayReport()
     why = ctypes.create_string_buffer(1024)
     code = lib.at_replay_file(_b(str(path)), _b(select), ctypes.byref(opts), ctypes.byref(r), why,
@@ -402,14 +438,15 @@ def replay(path, strategy=None, budget=None, seed=None, select=None, no_improve=
     _check(code, lambda: text(why.value))
     try:
         fields = {f: getattr(r, f) for f in Replay.__dataclass_fields__
-                  if f not in ("path", "strategy", "trajectory")}
+                  if f not in ("path", "strategy", "trajectory", "transfer")}
         for f, v in fields.items():
             if isinstance(v, bytes):
                 fields[f] = text(v)
         fields["found"] = bool(r.found)
         traj = [(r.trajectory_evals[i], r.trajectory_best[i]) for i in range(r.ntrajectory)]
+        sources = [_source_dict(r.transfer[i], "file") for i in range(r.ntransfer)]
         return Replay(path=str(path), strategy=strategy or strategies()[0], trajectory=traj,
-                      **fields)
+                      transfer=sources, **fields)
     finally:
         lib.at_replay_report_clear(ctypes.byref(r))
 

@@ -58,6 +58,20 @@ class ContextOptions(Structure):
 ProgressFn = ctypes.CFUNCTYPE(None, c_void_p, c_int64, c_int64, c_double, c_double, c_double)
 
 
+class TransferSource(Structure):
+    _fields_ = [
+        ("name", c_char * 512),
+        ("used", c_int),
+        ("reason", c_char * 256),
+        ("configs", c_int64),
+        ("pairs", c_int64),
+        ("weight", c_double),
+    ]
+
+
+TRANSFER_MAX = 5  # AT_TRANSFER_MAX
+
+
 class TuneOptions(Structure):
     _fields_ = [
         ("strategy", c_char_p),
@@ -78,7 +92,7 @@ class TuneOptions(Structure):
         ("no_transfer", c_int),
         ("transfer", POINTER(c_char_p)),
         ("ntransfer", c_size_t),
-        ("transfer_out", c_void_p),
+        ("transfer_out", POINTER(TransferSource)),
         ("reserved", c_void_p * 1),
     ]
 
@@ -153,7 +167,7 @@ class ReplayReport(Structure):
         ("trajectory_evals", POINTER(c_int64)),
         ("trajectory_best", POINTER(c_double)),
         ("ntransfer", c_size_t),
-        ("transfer", c_void_p),
+        ("transfer", POINTER(TransferSource)),
         ("first_picks_from_sources", c_int64),
         ("probe_picks", c_int64),
         ("reserved", c_int64 * 4),

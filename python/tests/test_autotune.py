@@ -2,6 +2,7 @@
 installed package: the device tests run on the first device (OpenCL on PoCL in CI) and are
 skipped when there is none."""
 
+import json
 import os
 import re
 import subprocess
@@ -95,6 +96,36 @@ def test_replay_of_a_recorded_space():
     assert evals == sorted(evals) and best == sorted(best, reverse=True) and best[-1] == r.best
 
 
+def test_replay_starts_warm_from_a_related_recording(tmp_path):
+    # Kernel Tuner caches of one kernel on two GPUs; the other GPU's best (64,2) is the best
+    # measured first. A recording of other parameters is refused with the reason.
+    cache = {"16,1": 3.0, "16,2": 2.0, "32,1": "RuntimeFailedConfig", "32,2": 1.5,
+             "64,1": "InvalidConfig", "64,2": 4.0}
+
+    def recording(name, device, times, params=("bx", "t")):
+        entries = {k: {params[0]: int(k.split(",")[0]), params[1]: int(k.split(",")[1]),
+                       "time": t} for k, t in times.items()}
+        path = tmp_path / name
+        path.write_text(json.dumps({
+            "device_name": device, "kernel_name": "k", "tune_params_keys": list(params),
+            "tune_params": {params[0]: [16, 32, 64], params[1]: [1, 2]}, "objective": "time",
+            "cache": entries}))
+        return path
+
+    target = recording("target.json", "Test GPU", cache)
+    other = recording("other.json", "Other GPU", dict(cache, **{"64,2": 0.5}))
+    alien = recording("alien.json", "Other GPU", cache, params=("bx", "u"))
+    r = autotune.replay(target, transfer=[other, alien], seed=2)
+    assert r.transfer[0] == {"file": str(other), "configs": 4, "pairs": 4, "used": True,
+                             "weight": r.transfer[0]["weight"]}
+    assert not r.transfer[1]["used"] and "parameters" in r.transfer[1]["reason"]
+    # Its three best first, then the probe's moves around them: the two configs left.
+    assert r.first_picks_from_sources == 3 and r.probe_picks == 2 and r.trajectory[0] == (1, 4.0)
+    off = autotune.replay(target, transfer=[other], seed=2, no_transfer=True)
+    assert not off.transfer[0]["used"] and off.first_picks_from_sources == off.probe_picks == 0
+    assert autotune.replay(target).transfer == []
+
+
 def test_plot_search_draws_the_trajectory():
     pytest.importorskip("matplotlib")
     import matplotlib
@@ -139,6 +170,19 @@ def test_tuning_again_is_a_cache_hit(tuned):
     ctx, kernel, report = tuned
     _, again = autotune.gemm(*SHAPE, budget=3, strategy="random", seed=5, ctx=ctx)
     assert again.cache_hit and again.measured == 0 and again.best_config == report.best_config
+
+
+def test_a_neighbouring_shape_starts_warm(tuned):
+    ctx, _, report = tuned
+    _, near = autotune.gemm(SHAPE[0] + 4, *SHAPE[1:], budget=3, strategy="random", seed=5,
+                            ctx=ctx)
+    assert len(near.transfer) == 1
+    src = near.transfer[0]
+    assert src["source"].startswith("gemm/f32/nn/33x17x29 on ") and 1 <= src["configs"] <= 3
+    assert near.first_picks_from_sources == min(3, src["configs"]) and near.probe_picks == 0
+    _, cold = autotune.gemm(SHAPE[0] + 8, *SHAPE[1:], budget=3, strategy="random", seed=5,
+                            ctx=ctx, no_transfer=True)
+    assert cold.transfer == [] and cold.first_picks_from_sources == 0
 
 
 def test_get_answers_from_the_database(tuned):
