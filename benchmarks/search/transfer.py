@@ -85,7 +85,8 @@ def run_one(outdir, kind, target, source, seed, mode):
     if os.path.exists(dest):
         return
     raw = os.path.dirname(dest)
-    if mode == "off" and kind != "mismatched":  # without the warm start the source is not read: reuse another pair's run
+    # Without the warm start the source is not read: another pair's run of the target is reused.
+    if mode == "off" and kind != "mismatched":
         for f in os.listdir(raw):
             if f.startswith(target + "__") and f.endswith(f"__off__{seed}.json"):
                 j = json.load(open(os.path.join(raw, f)))
