@@ -173,8 +173,8 @@ def summary(outdir):
         pp = [j["transfer"]["probe_picks"] for j in on if "probe_picks" in j["transfer"]]
         pp = f"{statistics.median(pp):g}" if pp else "–"  # runs before 0.2.0 did not count it
         miss = (sum(to_within(j, 0.01) is None for j in off), sum(to_within(j, 0.01) is None for j in on))
-        print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {cells[1]} | {w} | {fp:g} | {pp} |"
-              f" {miss[0]}/{miss[1]} |")
+        print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {cells[1]} | {w} | {fp:g} |"
+              f" {pp} | {miss[0]}/{miss[1]} |")
         if kind != "mismatched":
             group = "held-out GPU" if kind == "held-out" else \
                 "GPU" if t.startswith(("gemm-clblast", "convolution")) else \
