@@ -57,7 +57,7 @@ struct at_search {
 
 uint64_t at_rng_next(uint64_t *state);
 uint64_t at_rng_below(uint64_t *state, uint64_t n);
-double at_rng_unit(uint64_t *state); /* [0, 1) */
+double at_rng_unit(uint64_t *state);                       /* [0, 1) */
 void at_rng_shuffle(uint64_t *state, size_t *v, size_t n); /* Fisher-Yates */
 
 /* The next CFG_NEW config of the fallback order, or AT_NONE when all were proposed. */
