@@ -3,15 +3,16 @@
 `autotune replay TARGET --transfer SOURCE` against the same replay without it, many seeds;
 evaluations until the best is within 5 % and 1 % of the target's optimum. See README.md.
 
-    transfer.py run OUTDIR [--seeds N] [--jobs J] [--targets PREFIX]
+    transfer.py run OUTDIR [--seeds N] [--jobs J] [--targets PREFIX] [--kind KIND]
                                                     run the pairs (those whose target's name starts
-                                                    with PREFIX; skips runs already in OUTDIR/raw),
+                                                    with PREFIX, of KIND same, held-out or
+                                                    mismatched; skips runs already in OUTDIR/raw),
                                                     then pack them into OUTDIR/runs.jsonl.gz
     transfer.py summary OUTDIR                      tables (markdown) from OUTDIR/runs.jsonl.gz
 
 Environment: BUILD (folder with autotune, default build), SHARED_SPACES (default
 ../shared/spaces beside the repository), HUB_SPACES (a folder of the FAIR Benchmark Hub files
-that benchmarks/spaces/hub/fetch.sh fetches; with it, the held-out pairs run too)."""
+that benchmarks/spaces/hub/fetch.sh fetches; with it, their held-out pairs run too)."""
 import gzip, json, os, statistics, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,6 +31,11 @@ POCL = ["pocl-gemm-square-256", "pocl-gemm-tall-2048x32x256", "pocl-gemm-largek-
 # current template, recorded on a quiet machine (benchmarks/spaces/README.md).
 XEON = ["pocl-xeon-gemm-square-256", "pocl-xeon-gemm-tall-2048x32x256",
         "pocl-xeon-gemm-largek-64x64x4096", "pocl-xeon-gemm-small-48x40x33"]
+# Held out: the same four shapes on the EPYC again, the current template's whole sub-space on a
+# quiet machine (recorded after the warm start was built): every pair of its shapes, and each
+# shape from the Xeon's same shape and back.
+EPYC = ["pocl-epyc-gemm-square-256", "pocl-epyc-gemm-tall-2048x32x256",
+        "pocl-epyc-gemm-largek-64x64x4096", "pocl-epyc-gemm-small-48x40x33"]
 # Held out: recordings of the same kernels on other GPUs that the warm start (and its probe) was
 # never run on while it was built; every pair with one of them. The hub's RTX_Titan convolution
 # has other parameters (no use_shmem, use_cmem): a source that must be refused.
@@ -55,6 +61,8 @@ def pairs():
         out += [("same", t, s) for t in group for s in group if s != t]
     out += [("mismatched", CLB[0], CONV[0]), ("mismatched", CONV[0], CLB[0]),
             ("mismatched", POCL[0], CLB[0])]
+    out += [("held-out", t, s) for t in EPYC for s in EPYC if s != t]
+    out += [("held-out", t, s) for e, x in zip(EPYC, XEON) for t, s in ((e, x), (x, e))]
     if HUB:
         for group, hub in ((CLB + HUB_GEMM, HUB_GEMM), (CONV + HUB_CONV, HUB_CONV),
                            (HUB_DEDISP, HUB_DEDISP)):
@@ -76,7 +84,7 @@ def budget(target):
         return 800
     if target.startswith("hub-dedispersion"):
         return 400
-    return 288 if target.startswith("pocl-xeon") else 144
+    return 288 if target.startswith(("pocl-xeon", "pocl-epyc")) else 144
 
 
 def run_one(outdir, kind, target, source, seed, mode):
@@ -121,9 +129,10 @@ def to_within(j, frac):
     return None  # not within the budget
 
 
-def run(outdir, seeds, jobs, targets=""):
+def run(outdir, seeds, jobs, targets="", kind=""):
     os.makedirs(os.path.join(outdir, "raw"), exist_ok=True)
-    todo = [(k, t, s, seed, m) for k, t, s in pairs() if t.startswith(targets)
+    todo = [(k, t, s, seed, m) for k, t, s in pairs()
+            if t.startswith(targets) and k.startswith(kind)
             for seed in range(1, seeds + 1) for m in ("on", "off")]
     with ThreadPoolExecutor(jobs) as ex:
         for f in [ex.submit(run_one, outdir, *a) for a in todo]:
@@ -176,9 +185,10 @@ def summary(outdir):
         print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {cells[1]} | {w} | {fp:g} |"
               f" {pp} | {miss[0]}/{miss[1]} |")
         if kind != "mismatched":
-            group = "held-out GPU" if kind == "held-out" else \
-                "GPU" if t.startswith(("gemm-clblast", "convolution")) else \
-                "PoCL (Xeon)" if t.startswith("pocl-xeon") else "PoCL"
+            group = ("held-out " if kind == "held-out" else "") + (
+                "PoCL" if t.startswith("pocl-") else "GPU")
+            if kind == "same" and t.startswith("pocl-xeon"):
+                group = "PoCL (Xeon)"
             ratios.setdefault(group, []).append(med([to_within(j, 0.05) for j in on], cap) /
                                                 med([to_within(j, 0.05) for j in off], cap))
     print()
@@ -194,7 +204,7 @@ if __name__ == "__main__":
     args = sys.argv[3:]
     opt = lambda k, d: int(args[args.index(k) + 1]) if k in args else d
     if sys.argv[1] == "run":
-        run(sys.argv[2], opt("--seeds", 20), opt("--jobs", 2),
-            args[args.index("--targets") + 1] if "--targets" in args else "")
+        arg = lambda k: args[args.index(k) + 1] if k in args else ""
+        run(sys.argv[2], opt("--seeds", 20), opt("--jobs", 2), arg("--targets"), arg("--kind"))
     else:
         summary(sys.argv[2])
