@@ -202,9 +202,9 @@ if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in ("run", "summary"):
         raise SystemExit(__doc__)
     args = sys.argv[3:]
-    opt = lambda k, d: int(args[args.index(k) + 1]) if k in args else d
+    arg = lambda k, d="": args[args.index(k) + 1] if k in args else d
     if sys.argv[1] == "run":
-        arg = lambda k: args[args.index(k) + 1] if k in args else ""
-        run(sys.argv[2], opt("--seeds", 20), opt("--jobs", 2), arg("--targets"), arg("--kind"))
+        run(sys.argv[2], int(arg("--seeds", 20)), int(arg("--jobs", 2)), arg("--targets"),
+            arg("--kind"))
     else:
         summary(sys.argv[2])
