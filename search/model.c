@@ -1,12 +1,12 @@
 /* model.c — the model-based strategy: a random forest fitted online to log(time) over the
  * configs' parameter values (ranked, so log2 or linear scales split alike), its first configs
  * ordered by the cost model's prediction when there is one (else the first is the middle of the
- * space), proposing the unmeasured config of highest expected improvement, with a share of random
- * and of local picks. Failed configs are data: a second forest learns where configs fail, and a
- * config's expected improvement is weighed by its chance to run. With warm-start sources, the
- * expected improvement is that of a mixture: the sources' prediction corrected by a forest (with
- * the source's weight) and a forest of this task's own measurements (with the rest), after a
- * probe of the one-parameter moves of the sources' best configs. */
+ * space, the next ones far apart), proposing the unmeasured config of highest expected improvement,
+ * with a share of random and of local picks. Failed configs are data: a second forest learns where
+ * configs fail, and a config's expected improvement is weighed by its chance to run. With
+ * warm-start sources, the expected improvement is that of a mixture: the sources' prediction
+ * corrected by a forest (with the source's weight) and a forest of this task's own measurements
+ * (with the rest), after a probe of the one-parameter moves of the sources' best configs. */
 #include "strategy.h"
 #include "transfer.h"
 
@@ -33,6 +33,7 @@
 #define MF_PROBE_STALL  16   /* ... and the warm-start probe ends */
 #define MF_PROBE_JUMP   1.2  /* a probe move this many times faster than the best: it ends */
 #define MF_INIT         5    /* initial design: random (or prior-ranked) configs */
+#define MF_SPREAD       64   /* a random config of a cold design: the farthest of this many */
 #define MF_SD_FLOOR     1e-3 /* in log time: 0.1 % */
 #define MF_SCORED       4096 /* configs ranked per fit (a window of a larger space) */
 #define MF_KEEP         64   /* best-ranked kept per fit */
@@ -201,6 +202,50 @@ static size_t central_config(const at_search *s)
     return best;
 }
 
+/* How far apart configs a and b are: the sum over parameters of the distance of their values'
+ * indices, each parameter's range scaled to 1. */
+static double rank_distance(const at_search *s, size_t a, size_t b)
+{
+    const size_t np = s->space.nparams;
+    double d = 0;
+    for (size_t j = 0; j < np; j++) {
+        size_t nv = s->space.nvalues[j];
+        if (nv >= 2)
+            d += fabs((double)s->space.idx[a * np + j] - s->space.idx[b * np + j]) / (nv - 1);
+    }
+    return d;
+}
+
+/* A random config of a cold initial design, spread out: of the next MF_SPREAD configs of the
+ * seeded random order, the one farthest from every config measured or pending (Mitchell's
+ * best-candidate sampling). Uniform picks leave whole regions unseen by the forest's first fit,
+ * which then never looks there (pnpoly: 4 of 5 random designs miss the one corner where two
+ * parameters at the ends of their ranges together are fastest); far picks reach the ends of
+ * every parameter's range. It is swapped to the front of what is left of the order, which stays
+ * a permutation of the space. */
+static size_t spread_pick(at_search *s, const model_state *m)
+{
+    const size_t n = s->space.nconfigs;
+    size_t best = AT_NONE, seen = 0;
+    double best_d = -1;
+    for (size_t i = s->next_order; i < n && seen < MF_SPREAD; i++) {
+        size_t c = s->order[i];
+        if (s->state[c] != CFG_NEW) continue;
+        seen++;
+        double d = INFINITY;
+        for (size_t t = 0; t < m->ntrain + m->npending && d > best_d; t++)
+            d = fmin(d,
+                     rank_distance(s, c, t < m->ntrain ? m->train[t] : m->pending[t - m->ntrain]));
+        if (d > best_d) best_d = d, best = i;
+    }
+    if (best != AT_NONE) {
+        size_t c = s->order[best];
+        s->order[best] = s->order[s->next_order];
+        s->order[s->next_order] = c;
+    }
+    return at_search_fallback(s);
+}
+
 static at_status model_init(at_search *s)
 {
     const size_t n = s->space.nconfigs, np = s->space.nparams;
@@ -290,8 +335,7 @@ static at_status model_init(at_search *s)
     free(tmp);
     if (s->xfer) transfer_column(s, m);
     /* The initial design: with a prior, its best-ranked half and a random half; without, the
-     * config nearest the middle of every parameter's range, then random (the seeded fallback
-     * order). */
+     * config nearest the middle of every parameter's range, then random (spread_pick). */
     if (use_prior && n) {
         for (size_t i = 0; i < n; i++) {
             m->cand[i].score = s->opts.prior[i] > 0 ? s->opts.prior[i] : INFINITY;
@@ -666,9 +710,12 @@ static size_t model_pick(at_search *s)
             }
         }
     }
-    /* Until the initial design is measured (and while nothing succeeded), random. */
-    if (m->oom || m->nok == 0 || (size_t)s->proposed < m->design ||
-        m->proposals % MF_RANDOM_EVERY == 0)
+    /* Until the initial design is measured (and while nothing succeeded), random: spread out
+     * in a cold design, uniform after it (and with warm-start sources, whose first picks and
+     * probe are the design). */
+    int design = (size_t)s->proposed < m->design;
+    if (design && !s->xfer && !m->oom) return spread_pick(s, m);
+    if (m->oom || m->nok == 0 || design || m->proposals % MF_RANDOM_EVERY == 0)
         return at_search_fallback(s);
     size_t step = m->ntrain / MF_REFIT_DIV;
     if (!m->fitted_at || m->ntrain >= m->fitted_at + (step ? step : 1) || m->next_cand >= m->ncand)

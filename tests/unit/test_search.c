@@ -565,6 +565,55 @@ static void test_model_sees_powers_of_two(void **state)
     assert_true(with <= 0.75 * without);
 }
 
+/* The least distance between two of n configs of grid_space, each coordinate's range scaled
+ * to 1 (model.c's rank_distance). */
+static double least_distance(const size_t *c, size_t n)
+{
+    double least = INFINITY;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = i + 1; k < n; k++) {
+            double d = (fabs((double)(c[i] / 20) - (double)(c[k] / 20)) +
+                        fabs((double)(c[i] % 20) - (double)(c[k] % 20))) /
+                       19.0;
+            if (d < least) least = d;
+        }
+    return least;
+}
+
+/* A cold initial design is spread out: the model's first five configs (the middle, then each the
+ * farthest of 64 random candidates from those before) lie more than twice as far apart as five
+ * of the random order, on average over 50 seeds, and on every seed at least half a range apart;
+ * and still every config is proposed once. */
+static void test_model_spreads_its_first_configs(void **state)
+{
+    (void)state;
+    at_search_space sp = grid_space();
+    double spread = 0, uniform = 0;
+    for (uint64_t seed = 1; seed <= 50; seed++) {
+        size_t first[2][5];
+        for (int k = 0; k < 2; k++) {
+            at_search_options o = {.strategy = k ? "random" : "model", .seed = seed};
+            at_search *s = NULL;
+            assert_int_equal(at_search_create(&sp, &o, &s), AT_OK);
+            static size_t order[400];
+            size_t n = run(s, order, 400, grid_time);
+            assert_int_equal(n, 400);
+            static unsigned char seen[400];
+            memset(seen, 0, sizeof seen);
+            for (size_t i = 0; i < n; i++) {
+                assert_false(seen[order[i]]);
+                seen[order[i]] = 1;
+            }
+            memcpy(first[k], order, sizeof first[k]);
+            at_search_free(s);
+        }
+        double a = least_distance(first[0], 5), b = least_distance(first[1], 5);
+        spread += a, uniform += b;
+        assert_true(a >= 0.5); /* five of the random order: 0.2 apart at the median */
+    }
+    assert_true(spread > 2 * uniform);
+}
+
 /* Once MF_STUCK (20) reports have not improved the best, the model's local picks take the
  * incumbent's one-parameter moves first (search/model.c, local_pick's coord). Seen from
  * outside on an 8^4 grid where the first config measured stays the best (the others are
@@ -815,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_every_strategy_honours_every_budget),
         cmocka_unit_test(test_model_learns_where_configs_fail),
         cmocka_unit_test(test_model_sees_powers_of_two),
+        cmocka_unit_test(test_model_spreads_its_first_configs),
         cmocka_unit_test(test_model_goes_coordinate_first_when_stuck),
         cmocka_unit_test(test_transfer_is_deterministic_and_its_best_comes_first),
         cmocka_unit_test(test_transfer_weight_of_a_misleading_source_goes_down),
