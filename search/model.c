@@ -217,27 +217,31 @@ static double rank_distance(const at_search *s, size_t a, size_t b)
 }
 
 /* A random config of a cold initial design, spread out: of the next MF_SPREAD configs of the
- * seeded random order, the one farthest from every config measured or pending (Mitchell's
- * best-candidate sampling). Uniform picks leave whole regions unseen by the forest's first fit,
- * which then never looks there (pnpoly: 84 of 100 uniform designs miss the corner where two
- * parameters at the ends of their ranges together are fastest, 54 of 100 spread ones); far
- * picks reach the ends of every parameter's range. It is swapped to the front of what is left of
- * the order, which stays a permutation of the space. */
-static size_t spread_pick(at_search *s, const model_state *m)
+ * seeded random order, the one farthest from every config proposed so far, measured or not (the
+ * template's first configs too: in a live batch they are still out when the design is picked;
+ * Mitchell's best-candidate sampling). Uniform picks leave whole regions unseen by the forest's
+ * first fit, which then never looks there (pnpoly: 84 of 100 uniform designs miss the corner
+ * where two parameters at the ends of their ranges together are fastest, 54 of 100 spread ones);
+ * far picks reach the ends of every parameter's range. It is swapped to the front of what is left
+ * of the order, which stays a permutation of the space. Without memory, the next of the order. */
+static size_t spread_pick(at_search *s)
 {
     const size_t n = s->space.nconfigs;
+    size_t *before = malloc(((size_t)s->proposed + 1) * sizeof *before), nbefore = 0;
+    for (size_t c = 0; before && c < n && nbefore < (size_t)s->proposed; c++)
+        if (s->state[c] != CFG_NEW) before[nbefore++] = c;
     size_t best = AT_NONE, seen = 0;
     double best_d = -1;
-    for (size_t i = s->next_order; i < n && seen < MF_SPREAD; i++) {
+    for (size_t i = s->next_order; before && i < n && seen < MF_SPREAD; i++) {
         size_t c = s->order[i];
         if (s->state[c] != CFG_NEW) continue;
         seen++;
         double d = INFINITY;
-        for (size_t t = 0; t < m->ntrain + m->npending && d > best_d; t++)
-            d = fmin(d,
-                     rank_distance(s, c, t < m->ntrain ? m->train[t] : m->pending[t - m->ntrain]));
+        for (size_t t = 0; t < nbefore && d > best_d; t++)
+            d = fmin(d, rank_distance(s, c, before[t]));
         if (d > best_d) best_d = d, best = i;
     }
+    free(before);
     if (best != AT_NONE) {
         size_t c = s->order[best];
         s->order[best] = s->order[s->next_order];
@@ -714,7 +718,7 @@ static size_t model_pick(at_search *s)
      * in a cold design, uniform after it (and with warm-start sources, whose first picks and
      * probe are the design). */
     int design = (size_t)s->proposed < m->design;
-    if (design && !s->xfer && !m->oom) return spread_pick(s, m);
+    if (design && !s->xfer && !m->oom) return spread_pick(s);
     if (m->oom || m->nok == 0 || design || m->proposals % MF_RANDOM_EVERY == 0)
         return at_search_fallback(s);
     size_t step = m->ntrain / MF_REFIT_DIV;

@@ -612,6 +612,20 @@ static void test_model_spreads_its_first_configs(void **state)
         assert_true(a >= 0.5); /* five of the random order: 0.2 apart at the median */
     }
     assert_true(spread > 2 * uniform);
+    /* In a batch, the design keeps away from the first configs proposed with it and not yet
+     * reported (here two corners, as a template's defaults): its closest pair is 0.68 of a
+     * range apart at the least over these seeds, 0.05 when the design saw only its own picks. */
+    const size_t corners[2] = {0, 399};
+    for (uint64_t seed = 1; seed <= 50; seed++) {
+        at_search_options o = {.strategy = "model", .seed = seed, .first = corners, .nfirst = 2};
+        at_search *s = NULL;
+        assert_int_equal(at_search_create(&sp, &o, &s), AT_OK);
+        size_t batch[5];
+        assert_int_equal(at_search_propose(s, 5, batch), 5);
+        assert_memory_equal(batch, corners, sizeof corners);
+        assert_true(least_distance(batch, 5) >= 0.5);
+        at_search_free(s);
+    }
 }
 
 /* Once MF_STUCK (20) reports have not improved the best, the model's local picks take the
