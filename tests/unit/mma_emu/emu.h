@@ -1,9 +1,9 @@
 /* emu.h — a host emulation of the PTX that the mma.sync templates use (cp.async, ldmatrix,
  * mma.sync m16n8k16, shfl.sync.bfly, the split-K/split-KV atomics) and of the kernel dialect, so a
  * template's own code runs on the CPU (attention_mma.cu; see test_attention_mma_emu.cpp). Each CUDA
- * thread of a block is a fiber (ucontext) on one OS thread, switched at barriers and warp
- * collectives by a round-robin scheduler: the result does not depend on how loaded the machine
- * is, and a deadlock (a barrier some threads never reach) is reported, not waited for.
+ * thread of a block is a fiber (../emu_fibers.h), switched at barriers and warp collectives: the
+ * result does not depend on how loaded the machine is, and a deadlock (a barrier some threads
+ * never reach) is reported, not waited for.
  *
  * Warp-wide instructions are collectives: every lane of the warp deposits its operands (an
  * ldmatrix row address, mma fragments, a shuffled value) in the warp's exchange slots, waits at
@@ -28,22 +28,17 @@
 #include <memory>
 #include <vector>
 
-#include "../emu_f16.h" /* to_f32, from_f32 */
+#include "../emu_f16.h"    /* to_f32, from_f32 */
+#include "../emu_fibers.h" /* run_fibers, barrier */
 
 namespace at_emu
 {
 
 enum { OP_LDSM = 1, OP_LDSM_T, OP_MMA, OP_SHFL };
 
-/* a barrier of `size` fibers: the last to arrive starts the next generation */
-struct barrier {
-    int size, arrived, gen;
-};
-void arrive_and_wait(barrier &b);
-
 /* one warp's exchange: two alternating slot sets of 32 lanes x 8 words */
 struct warp {
-    barrier bar{32, 0, 0};
+    barrier bar{32};
     unsigned slot[2][32][8];
     int op[2][32];
 };
@@ -69,8 +64,8 @@ struct lane {
     std::vector<cp_op> cp_open;
 };
 
-/* Runs body once per thread 0..threads-1 of block b, as fibers; returns false on a deadlock
- * (reported as a violation). */
+/* Runs body once per thread 0..threads-1 of block b, as fibers (from the last thread when
+ * copies are at issue); returns false on a deadlock (reported as a violation). */
 bool run_block(block &b, int threads, void (*body)(void *), void *arg);
 
 extern bool copy_at_issue; /* true: cp.async copies at issue; false: when waited for */
@@ -110,7 +105,7 @@ inline void drain(int n)
 #define LOCAL         static /* blocks run one after another: one copy serves them all */
 #define RESTRICT      __restrict__
 #define INLINE        static inline
-#define BARRIER()     at_emu::arrive_and_wait(at_emu::blk->bar)
+#define BARRIER()     at_emu::blk->bar.arrive_and_wait()
 #define LOCAL_ID(d)   ((d) == 0 ? at_emu::cur->tid : 0)
 #define GROUP_ID(d)   (at_emu::blk->group[d])
 #define NUM_GROUPS(d) (at_emu::blk->groups[d])

@@ -27,7 +27,7 @@ void run(const at_attn_args &a)
     const int groups[3] = {(a.seq + BQ - 1) / BQ * a.batch * a.heads, SPLIT, 1};
     at_emu::block b;
     b.smem.resize(2 * BQ * HEAD_DIM + 4 * STAGES * BKV * HEAD_DIM + 16); /* + 16: see emu.h */
-    b.bar = {THREADS, 0, 0};
+    b.bar = at_emu::barrier(THREADS);
     b.warps.resize(WARPS);
     for (int z = 0; z < groups[2]; z++)
         for (int y = 0; y < groups[1]; y++)

@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdio>
 #include <setjmp.h>
-#include <ucontext.h>
 
 extern "C" {
 #include <cmocka.h>
@@ -39,86 +38,24 @@ void violation(const char *what)
     if (errors++ < 5) fprintf(stderr, "emulator: thread %d: %s\n", cur ? cur->tid : -1, what);
 }
 
-/* ---- fibers ---------------------------------------------------------------------------------- */
-struct fiber {
-    lane st;
-    ucontext_t ctx;
-    std::vector<char> stack;
-    bool done;
-};
-static ucontext_t sched_ctx;
-static fiber *running;
-static bool progress; /* something happened since the scheduler's last full round */
-static void (*fiber_body)(void *);
-static void *fiber_arg;
-
-static void yield() { swapcontext(&running->ctx, &sched_ctx); }
-
-void arrive_and_wait(barrier &b)
-{
-    const int g = b.gen;
-    progress = true;
-    if (++b.arrived == b.size) {
-        b.arrived = 0;
-        b.gen++;
-        return;
-    }
-    while (b.gen == g) yield();
-}
-
-static void trampoline()
-{
-    fiber_body(fiber_arg);
-    running->done = true;
-    progress = true;
-    yield(); /* never resumed */
-}
-
+/* ---- the threads of a block (../emu_fibers.h) ---- */
 bool run_block(block &b, int threads, void (*body)(void *), void *arg)
 {
-    static std::vector<fiber> fibers; /* reused: stacks are allocated once */
-    if (fibers.size() < (size_t)threads) fibers.resize(threads);
+    std::vector<lane> lanes((size_t)threads);
+    for (int t = 0; t < threads; t++) lanes[(size_t)t].tid = t;
     blk = &b;
-    fiber_body = body;
-    fiber_arg = arg;
-    for (int t = 0; t < threads; t++) {
-        fiber &f = fibers[t];
-        f.st.tid = t;
-        f.st.phase = 0;
-        f.st.cp_groups.clear();
-        f.st.cp_open.clear();
-        f.done = false;
-        f.stack.resize(256 * 1024);
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack.data();
-        f.ctx.uc_stack.ss_size = f.stack.size();
-        f.ctx.uc_link = nullptr;
-        makecontext(&f.ctx, trampoline, 0);
+    const bool ok = run_fibers(
+        threads, [&](int) { body(arg); }, copy_at_issue,
+        [&](int t, bool in) { cur = in ? &lanes[(size_t)t] : nullptr; });
+    if (!ok) {
+        violation("deadlock: threads wait at barriers the others never reach");
+        return false;
     }
-    for (;;) {
-        bool live = false;
-        progress = false;
-        for (int t = 0; t < threads; t++) {
-            fiber &f = fibers[t];
-            if (f.done) continue;
-            live = true;
-            running = &f;
-            cur = &f.st;
-            swapcontext(&sched_ctx, &f.ctx);
+    for (const lane &l : lanes)
+        if (!l.cp_groups.empty() || !l.cp_open.empty()) {
+            violation("a thread left with copies in flight");
+            break;
         }
-        running = nullptr;
-        if (!live) break;
-        if (!progress) {
-            cur = nullptr;
-            violation("deadlock: threads wait at barriers the others never reach");
-            return false;
-        }
-    }
-    cur = nullptr;
-    bool ok = true;
-    for (int t = 0; t < threads; t++)
-        if (!fibers[t].st.cp_groups.empty() || !fibers[t].st.cp_open.empty()) ok = false;
-    if (!ok) violation("a thread left with copies in flight");
     return true;
 }
 
@@ -148,7 +85,7 @@ static unsigned (*exchange(int op, const unsigned *w, int n))[8]
     cur->phase ^= 1;
     memcpy(wp.slot[ph][lane], w, sizeof(unsigned) * n);
     wp.op[ph][lane] = op;
-    arrive_and_wait(wp.bar);
+    wp.bar.arrive_and_wait();
     for (int l = 0; l < 32; l++)
         if (wp.op[ph][l] != op) {
             violation("diverged warp: lanes in different collectives");

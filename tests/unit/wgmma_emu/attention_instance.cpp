@@ -6,8 +6,6 @@
 
 #include "templates/attention/attention_wgmma.cu"
 
-#include <thread>
-
 namespace
 {
 
@@ -17,46 +15,42 @@ void run(const at_emu_attn_args &a)
     /* the splits of a query block arrive in the order z = 0, 1, ... or, with copies at issue,
      * the reverse, so the block that combines them is the last or the first split */
     const bool reverse = at_emu::copy_at_issue;
-    std::barrier<> bar(THREADS);
+    at_emu::barrier bar(THREADS);
     at_emu::block b;
     /* the launch's bytes, + 16 static */
     b.smem.resize((BQ + 2 * STAGES * BKV) * HEAD_DIM * 2 + 1024 + 16);
     b.bar = &bar;
     b.collectives(THREADS);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < THREADS; t++)
-        threads.emplace_back([&, t] {
-            at_emu::tid = t;
-            at_emu::blk = &b;
-            for (int zz = 0; zz < groups[2]; zz++)
-                for (int y = 0; y < groups[1]; y++)
-                    for (int x = 0; x < groups[0]; x++) {
-                        if (t == 0) {
-                            /* 0xffff is NaN in f16 and bf16: unwritten shared memory shows */
-                            std::fill(b.smem.begin(), b.smem.end(), (unsigned char)0xff);
-                            b.group[0] = x, b.group[1] = y;
-                            b.group[2] = reverse ? groups[2] - 1 - zz : zz;
-                            for (int d = 0; d < 3; d++) b.groups[d] = groups[d];
-                        }
-                        bar.arrive_and_wait();
-                        attention_wgmma(a.Q, a.K, a.V, a.O, a.LSE, a.heads, a.kv_heads, a.seq,
-                                        a.seq_kv, a.scale, a.q_sb, a.q_sh, a.q_ss, a.kv_sb, a.kv_sh,
-                                        a.kv_ss
-#if SPLIT > 1
-                                        ,
-                                        a.ws
-#endif
-                        );
-                        if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty() ||
-                            !at_emu::mma_groups.empty() || !at_emu::mma_open.empty())
-                            at_emu::violation("a thread left with copies or MMAs in flight");
-                        at_emu::cp_groups.clear();
-                        at_emu::mma_groups.clear();
-                        at_emu::mma_open.clear();
-                        bar.arrive_and_wait();
+    at_emu::run_threads(THREADS, [&](int t) {
+        at_emu::tid = t;
+        at_emu::blk = &b;
+        for (int zz = 0; zz < groups[2]; zz++)
+            for (int y = 0; y < groups[1]; y++)
+                for (int x = 0; x < groups[0]; x++) {
+                    if (t == 0) {
+                        /* 0xffff is NaN in f16 and bf16: unwritten shared memory shows */
+                        std::fill(b.smem.begin(), b.smem.end(), (unsigned char)0xff);
+                        b.group[0] = x, b.group[1] = y;
+                        b.group[2] = reverse ? groups[2] - 1 - zz : zz;
+                        for (int d = 0; d < 3; d++) b.groups[d] = groups[d];
                     }
-        });
-    for (std::thread &t : threads) t.join();
+                    bar.arrive_and_wait();
+                    attention_wgmma(a.Q, a.K, a.V, a.O, a.LSE, a.heads, a.kv_heads, a.seq, a.seq_kv,
+                                    a.scale, a.q_sb, a.q_sh, a.q_ss, a.kv_sb, a.kv_sh, a.kv_ss
+#if SPLIT > 1
+                                    ,
+                                    a.ws
+#endif
+                    );
+                    if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty() ||
+                        !at_emu::mma_groups.empty() || !at_emu::mma_open.empty())
+                        at_emu::violation("a thread left with copies or MMAs in flight");
+                    at_emu::cp_groups.clear();
+                    at_emu::mma_groups.clear();
+                    at_emu::mma_open.clear();
+                    bar.arrive_and_wait();
+                }
+    });
 }
 
 const at_emu_attn_kernel self = {BQ,     BKV,    STAGES, SPLIT,   HEAD_DIM,

@@ -1,7 +1,7 @@
 /* emu.h — a host emulation of the PTX primitives gemm_wgmma.cu and attention_wgmma.cu use
  * (cp.async, wgmma with shared-memory matrix descriptors or with A from registers, warp
  * shuffles, ex2/lg2, the split-K atomics) and of the kernel dialect, so the templates' own index
- * math runs on the CPU, one std::thread per CUDA thread.
+ * math runs on the CPU, one fiber per CUDA thread (../emu_fibers.h).
  *
  * The models follow the PTX ISA (sections "Matrix Descriptor Format", "Shared Memory Matrix
  * Layout" with its swizzling modes, "Register Fragments: wgmma .m64nNk16 D"), written
@@ -35,20 +35,25 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <vector>
 
-#include "../emu_f16.h" /* to_f32, from_f32 */
+#include "../emu_f16.h"    /* to_f32, from_f32 */
+#include "../emu_fibers.h" /* run_fibers, barrier, yield */
 
 namespace at_emu
 {
+
+/* Runs body(0) .. body(n - 1) as the threads of a launch (../emu_fibers.h), each with its own
+ * state below; a deadlock is a violation. Copies at issue run them from the last thread. */
+void run_threads(int n, const std::function<void(int)> &body);
 
 /* A 2-D tensor map as cuTensorMapEncodeTiled describes one: dimension 0 innermost. */
 struct tmap {
@@ -101,20 +106,20 @@ struct block {
      * arrival on that barrier releases (an arrival with MMAs on them pending is early) */
     std::map<unsigned, std::pair<unsigned, unsigned>> guards;
     std::mutex named_mu;
-    std::map<int, std::unique_ptr<std::barrier<>>> named; /* bar.sync ID, N (ID > 0) */
-    std::barrier<> *bar;
+    std::map<int, std::unique_ptr<barrier>> named; /* bar.sync ID, N (ID > 0) */
+    barrier *bar;
     int group[3], groups[3];
     /* the thread-block cluster: its CTAs by rank, this one's rank, a barrier of all their
      * threads (barrier.cluster); the last cluster barrier (counted from 1 per run) after which
      * a peer wrote or arrived here, and the count this CTA's threads had passed at exit */
     block **cluster = nullptr;
     int nctas = 1, rank = 0;
-    std::barrier<> *cluster_bar = nullptr;
+    barrier *cluster_bar = nullptr;
     std::atomic<int> remote_epoch{-1};
     int exit_epoch = 0;
     /* warp-collective operations, set up by collectives(): one barrier per warp and per
      * warpgroup, a shuffle slot and a published A-register pointer per thread */
-    std::vector<std::unique_ptr<std::barrier<>>> warp_bar, wg_bar;
+    std::vector<std::unique_ptr<barrier>> warp_bar, wg_bar;
     std::vector<float> xchg;
     std::vector<const unsigned *> areg;
     void collectives(int threads);
@@ -137,6 +142,7 @@ struct mma_op {
 
 extern bool copy_at_issue; /* true: cp.async at issue, wgmma at wait; false: the reverse */
 extern int errors;         /* contract violations seen (bad descriptor, misaligned cp.async...) */
+/* the running CUDA thread's own state (run_threads swaps it with each fiber it runs) */
 extern thread_local int tid;
 extern thread_local block *blk;
 extern thread_local std::vector<std::vector<cp_op>> cp_groups;

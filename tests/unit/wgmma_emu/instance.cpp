@@ -8,8 +8,6 @@
 
 #include "templates/gemm/gemm_wgmma.cu"
 
-#include <thread>
-
 namespace
 {
 
@@ -23,12 +21,12 @@ void run(const at_emu_args &a)
     const int clusters = std::min(gx * gu, std::max(a.sms / CLUSTER, 1));
     const int groups[3] = {PERSIST ? CLUSTER * clusters : CLUSTER * gx, PERSIST ? 1 : gu, SPLITK};
     /* the CTAs of a cluster run at once, each with its threads and shared memory */
-    std::barrier<> all(CLUSTER * THREADS), cluster_bar(CLUSTER * THREADS);
-    std::vector<std::unique_ptr<std::barrier<>>> bars;
+    at_emu::barrier all(CLUSTER * THREADS), cluster_bar(CLUSTER * THREADS);
+    std::vector<std::unique_ptr<at_emu::barrier>> bars;
     at_emu::block b[CLUSTER];
     at_emu::block *cluster[CLUSTER];
     for (int r = 0; r < CLUSTER; r++) {
-        bars.push_back(std::make_unique<std::barrier<>>(THREADS));
+        bars.push_back(std::make_unique<at_emu::barrier>(THREADS));
         /* the launch's bytes (the ring, its alignment, LOAD's barriers; STORE: their kilobyte
          * and the C buffer), + 16 static */
         b[r].smem.resize(STAGES * (BM + BN) * BK * 2 + 1024 +
@@ -58,59 +56,55 @@ void run(const at_emu_args &a)
     /* C: {N, M} in boxes of {64, BM}, 128B swizzle (not with SWAP) */
     const at_tmap tma_c = {a.C, a.n, a.m, a.ldc * 2LL, 64, BM, 2, 128};
 #endif
-    std::vector<std::thread> threads;
-    for (int ct = 0; ct < CLUSTER * THREADS; ct++)
-        threads.emplace_back([&, ct] {
-            const int t = ct % THREADS;
-            at_emu::block &bk = b[ct / THREADS];
-            at_emu::tid = t;
-            at_emu::blk = &bk;
-            for (int z = 0; z < groups[2]; z++)
-                for (int y = 0; y < groups[1]; y++)
-                    for (int x = bk.rank; x < groups[0]; x += CLUSTER) {
-                        if (t == 0) {
-                            /* 0xffff is NaN in f16 and bf16: unwritten shared memory shows */
-                            std::fill(bk.smem.begin(), bk.smem.end(), (unsigned char)0xff);
-                            std::fill(bk.unfenced.begin(), bk.unfenced.end(), (unsigned char)0);
-                            bk.store_reads.clear();
-                            bk.group[0] = x, bk.group[1] = y, bk.group[2] = z;
-                            for (int d = 0; d < 3; d++) bk.groups[d] = groups[d];
-                            bk.remote_epoch = -1;
-                        }
-                        at_emu::cluster_epoch = 0;
-                        all.arrive_and_wait();
-                        gemm_wgmma(a.m, a.n, a.k, a.alpha, a.beta, a.A, a.lda, a.B, a.ldb, a.C,
-                                   a.ldc
+    at_emu::run_threads(CLUSTER * THREADS, [&](int ct) {
+        const int t = ct % THREADS;
+        at_emu::block &bk = b[ct / THREADS];
+        at_emu::tid = t;
+        at_emu::blk = &bk;
+        for (int z = 0; z < groups[2]; z++)
+            for (int y = 0; y < groups[1]; y++)
+                for (int x = bk.rank; x < groups[0]; x += CLUSTER) {
+                    if (t == 0) {
+                        /* 0xffff is NaN in f16 and bf16: unwritten shared memory shows */
+                        std::fill(bk.smem.begin(), bk.smem.end(), (unsigned char)0xff);
+                        std::fill(bk.unfenced.begin(), bk.unfenced.end(), (unsigned char)0);
+                        bk.store_reads.clear();
+                        bk.group[0] = x, bk.group[1] = y, bk.group[2] = z;
+                        for (int d = 0; d < 3; d++) bk.groups[d] = groups[d];
+                        bk.remote_epoch = -1;
+                    }
+                    at_emu::cluster_epoch = 0;
+                    all.arrive_and_wait();
+                    gemm_wgmma(a.m, a.n, a.k, a.alpha, a.beta, a.A, a.lda, a.B, a.ldb, a.C, a.ldc
 #if SPLITK > 1
-                                   ,
-                                   a.ws
+                               ,
+                               a.ws
 #endif
 #if LOAD >= 1
-                                   ,
-                                   tma_a, tma_b
+                               ,
+                               tma_a, tma_b
 #endif
 #if STORE
-                                   ,
-                                   tma_c
+                               ,
+                               tma_c
 #endif
-                        );
-                        if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty() ||
-                            !at_emu::mma_groups.empty() || !at_emu::mma_open.empty() ||
-                            !at_emu::bulk_groups.empty() || !at_emu::bulk_open.empty())
-                            at_emu::violation("a thread left with copies, MMAs or TMA stores in "
-                                              "flight");
-                        at_emu::bulk_groups.clear();
-                        at_emu::bulk_open.clear();
-                        at_emu::unfenced_words.clear();
-                        at_emu::cp_groups.clear();
-                        at_emu::mma_groups.clear();
-                        at_emu::mma_open.clear();
-                        at_emu::cluster_exit();
-                        all.arrive_and_wait();
-                        if (CLUSTER > 1 && t == 0) at_emu::cluster_check(bk);
-                    }
-        });
-    for (std::thread &t : threads) t.join();
+                    );
+                    if (!at_emu::cp_groups.empty() || !at_emu::cp_open.empty() ||
+                        !at_emu::mma_groups.empty() || !at_emu::mma_open.empty() ||
+                        !at_emu::bulk_groups.empty() || !at_emu::bulk_open.empty())
+                        at_emu::violation("a thread left with copies, MMAs or TMA stores in "
+                                          "flight");
+                    at_emu::bulk_groups.clear();
+                    at_emu::bulk_open.clear();
+                    at_emu::unfenced_words.clear();
+                    at_emu::cp_groups.clear();
+                    at_emu::mma_groups.clear();
+                    at_emu::mma_open.clear();
+                    at_emu::cluster_exit();
+                    all.arrive_and_wait();
+                    if (CLUSTER > 1 && t == 0) at_emu::cluster_check(bk);
+                }
+    });
 }
 
 constexpr int exact = !(EDGE_M || EDGE_N || EDGE_K); /* whole tiles only */

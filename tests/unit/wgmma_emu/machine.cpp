@@ -3,11 +3,9 @@
 #define AT_EMU_MACHINE_ONLY
 #include "emu.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
-#include <thread>
 
 /* ---- the emulated machine ------------------------------------------------------------------- */
 namespace at_emu
@@ -31,7 +29,59 @@ static std::mutex fail_mu;
 void violation(const char *what)
 {
     std::lock_guard<std::mutex> g(fail_mu);
-    if (errors++ < 5) fprintf(stderr, "emulator: thread %d: %s\n", tid, what);
+    if (errors++ >= 5) return;
+    if (tid >= 0)
+        fprintf(stderr, "emulator: thread %d: %s\n", tid, what);
+    else
+        fprintf(stderr, "emulator: %s\n", what);
+}
+
+/* ---- the threads of a launch (../emu_fibers.h) ---- */
+
+namespace
+{
+/* What each CUDA thread has of its own: the thread_local variables above, swapped in and out
+ * with the fiber that runs. */
+struct thread_state {
+    int tid = 0;
+    block *blk = nullptr;
+    std::vector<std::vector<cp_op>> cp_groups;
+    std::vector<cp_op> cp_open;
+    std::vector<std::vector<mma_op>> mma_groups;
+    std::vector<mma_op> mma_open;
+    unsigned last_wait = ~0u;
+    std::vector<std::vector<store_op>> bulk_groups;
+    std::vector<store_op> bulk_open;
+    std::vector<unsigned> unfenced_words;
+    int cluster_epoch = 0;
+    void swap_with_current()
+    {
+        std::swap(tid, at_emu::tid);
+        std::swap(blk, at_emu::blk);
+        cp_groups.swap(at_emu::cp_groups);
+        cp_open.swap(at_emu::cp_open);
+        mma_groups.swap(at_emu::mma_groups);
+        mma_open.swap(at_emu::mma_open);
+        std::swap(last_wait, at_emu::last_wait);
+        bulk_groups.swap(at_emu::bulk_groups);
+        bulk_open.swap(at_emu::bulk_open);
+        unfenced_words.swap(at_emu::unfenced_words);
+        std::swap(cluster_epoch, at_emu::cluster_epoch);
+    }
+};
+} // namespace
+
+void run_threads(int n, const std::function<void(int)> &body)
+{
+    std::vector<thread_state> state((size_t)n);
+    if (!run_fibers(n, body, copy_at_issue,
+                    [&](int i, bool) { state[(size_t)i].swap_with_current(); })) {
+        const int t = tid;
+        tid = -1; /* no one thread's doing */
+        violation("deadlock: every thread waits, at a barrier some never reach or on an "
+                  "mbarrier phase nobody completes (a wrong parity, a missing arrival)");
+        tid = t;
+    }
 }
 
 static unsigned char *smem_in(block &b, unsigned addr, unsigned bytes)
@@ -61,27 +111,63 @@ void do_copy(const cp_op &c)
  *   MN-major, swizzled: mn contiguous within SW bytes, SW-byte blocks of mn at LBO; k rows at
  *     SW-byte pitch within 8-row groups, groups at SBO.
  * The swizzle XORs address bits [4, 4+log2(SW/16)) with bits [7, ...) of the shared address. */
+namespace
+{
+/* A descriptor decoded once, for the 16 k of an MMA's rows (the emulator's hot loop). */
+struct smem_matrix {
+    unsigned start, lbo, sbo, sw, w;
+    int mn_major, dt;
+    bool ok;
+    smem_matrix(unsigned long long desc, int mn_major_, int dt_)
+        : start((unsigned)(desc & 0x3fff) << 4), lbo((unsigned)((desc >> 16) & 0x3fff) << 4),
+          sbo((unsigned)((desc >> 32) & 0x3fff) << 4), mn_major(mn_major_), dt(dt_)
+    {
+        const unsigned base = (unsigned)((desc >> 49) & 7), mode = (unsigned)(desc >> 62);
+        ok = base == 0 && mode != 0; /* else reported at the first read */
+        sw = mode == 1 ? 128 : mode == 2 ? 64 : 32;
+        w = sw / 16;
+    }
+    unsigned addr(int mn, int k) const
+    {
+        unsigned a;
+        if (!mn_major)
+            a = start + (mn % 8) * sw + (mn / 8) * sbo + (k / 8) * 16 + (k % 8) * 2;
+        else
+            a = start + (mn % 8) * 2 + ((mn / 8) % w) * 16 + (mn / (8 * w)) * lbo + (k % 8) * sw +
+                (k / 8) * sbo;
+        return a ^ ((a >> 7) & (w - 1)) << 4;
+    }
+    bool usable() const
+    {
+        if (!ok) violation("descriptor: base offset or non-swizzled layout not modelled");
+        return ok;
+    }
+    float at(int mn, int k) const
+    {
+        if (!usable()) return NAN;
+        unsigned short u;
+        memcpy(&u, smem_at(addr(mn, k), 2), 2);
+        return to_f32(u, dt);
+    }
+    /* elements (mn, 0..15); K-major rows are two 16-byte chunks, which the swizzle moves whole */
+    void row(int mn, float out[16]) const
+    {
+        if (mn_major || !usable()) {
+            for (int k = 0; k < 16; k++) out[k] = at(mn, k);
+            return;
+        }
+        for (int c = 0; c < 2; c++) {
+            unsigned short u[8];
+            memcpy(u, smem_at(addr(mn, 8 * c), 16), 16);
+            for (int k = 0; k < 8; k++) out[8 * c + k] = to_f32(u[k], dt);
+        }
+    }
+};
+} // namespace
+
 float operand(unsigned long long desc, int mn, int k, int mn_major, int dt)
 {
-    const unsigned start = (unsigned)(desc & 0x3fff) << 4;
-    const unsigned lbo = (unsigned)((desc >> 16) & 0x3fff) << 4;
-    const unsigned sbo = (unsigned)((desc >> 32) & 0x3fff) << 4;
-    const unsigned base = (unsigned)((desc >> 49) & 7), mode = (unsigned)(desc >> 62);
-    if (base != 0 || mode == 0) {
-        violation("descriptor: base offset or non-swizzled layout not modelled");
-        return NAN;
-    }
-    const unsigned sw = mode == 1 ? 128 : mode == 2 ? 64 : 32, w = sw / 16;
-    unsigned addr;
-    if (!mn_major)
-        addr = start + (mn % 8) * sw + (mn / 8) * sbo + (k / 8) * 16 + (k % 8) * 2;
-    else
-        addr = start + (mn % 8) * 2 + ((mn / 8) % w) * 16 + (mn / (8 * w)) * lbo + (k % 8) * sw +
-               (k / 8) * sbo;
-    addr ^= ((addr >> 7) & (w - 1)) << 4;
-    unsigned short u;
-    memcpy(&u, smem_at(addr, 2), 2);
-    return to_f32(u, dt);
+    return smem_matrix(desc, mn_major, dt).at(mn, k);
 }
 
 /* PTX ISA, wgmma .m64nNk16 D fragment: thread t of the warpgroup holds, in register r, row
@@ -120,7 +206,7 @@ void do_mma(const mma_op &m)
             violation("register-A wgmma without the block's collectives");
             return;
         }
-        std::barrier<> &bar = *blk->wg_bar[tid / 128];
+        at_emu::barrier &bar = *blk->wg_bar[tid / 128];
         blk->areg[tid] = m.a;
         bar.arrive_and_wait();
         const int base = tid - t;
@@ -135,11 +221,12 @@ void do_mma(const mma_op &m)
         }
         bar.arrive_and_wait(); /* nobody changes its registers before all have read them */
     }
+    const smem_matrix ma(m.da, m.ta, m.dt), mb(m.db, m.tb, m.dt);
     for (int r = 0; r < m.n / 2; r++) {
         const int row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((r / 2) % 2);
         const int col = 8 * (r / 4) + 2 * (t % 4) + r % 2;
-        for (int k = 0; k < 16 && !have_a[row]; k++) a[row][k] = operand(m.da, row, k, m.ta, m.dt);
-        for (int k = 0; k < 16 && !have_b[col]; k++) b[col][k] = operand(m.db, col, k, m.tb, m.dt);
+        if (!have_a[row]) ma.row(row, a[row]);
+        if (!have_b[col]) mb.row(col, b[col]);
         have_a[row] = have_b[col] = true;
         float s = 0.0f;
         for (int k = 0; k < 16; k++) s += a[row][k] * b[col][k];
@@ -154,6 +241,7 @@ void do_mma(const mma_op &m)
  * one starts expecting `count` arrivals. Called with the block's mbar_mu held. */
 static void mbar_check(mbar &b)
 {
+    note_progress();
     if (b.pending == 0 && b.tx == 0) {
         b.phase++;
         b.pending = b.count;
@@ -358,7 +446,6 @@ void tma_load(tma_op op, unsigned mask)
 void mbar_wait(unsigned bar, unsigned parity)
 {
     last_wait = bar;
-    const auto start = std::chrono::steady_clock::now();
     for (;;) {
         {
             std::lock_guard<std::mutex> g(blk->mbar_mu);
@@ -377,12 +464,7 @@ void mbar_wait(unsigned bar, unsigned parity)
             }
             if ((unsigned)(b->phase & 1) != (parity & 1)) return; /* that phase completed */
         }
-        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
-            /* a protocol error: nobody will complete this phase */
-            violation("mbarrier wait never completes (wrong parity or a missing arrival)");
-            return;
-        }
-        std::this_thread::yield();
+        yield(); /* a phase nobody completes is a deadlock: run_threads reports it */
     }
 }
 
@@ -496,11 +578,11 @@ void bulk_wait(int n, bool read_only)
 /* bar.sync id, n: the barrier is made for n threads the first time it is met. */
 void bar_sync(int id, int n)
 {
-    std::barrier<> *b;
+    at_emu::barrier *b;
     {
         std::lock_guard<std::mutex> g(blk->named_mu);
         auto &slot = blk->named[id];
-        if (!slot) slot = std::make_unique<std::barrier<>>(n);
+        if (!slot) slot = std::make_unique<at_emu::barrier>(n);
         b = slot.get();
     }
     b->arrive_and_wait();
@@ -513,7 +595,7 @@ float shfl_xor(float v, int mask)
         violation("shuffle without the block's collectives");
         return NAN;
     }
-    std::barrier<> &bar = *blk->warp_bar[tid / 32];
+    at_emu::barrier &bar = *blk->warp_bar[tid / 32];
     blk->xchg[tid] = v;
     bar.arrive_and_wait();
     const float r = blk->xchg[tid ^ (mask & 31)];
@@ -526,9 +608,9 @@ void block::collectives(int threads)
     warp_bar.clear();
     wg_bar.clear();
     for (int w = 0; w < (threads + 31) / 32; w++)
-        warp_bar.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
+        warp_bar.push_back(std::make_unique<at_emu::barrier>(std::min(32, threads - 32 * w)));
     for (int g = 0; g < (threads + 127) / 128; g++)
-        wg_bar.push_back(std::make_unique<std::barrier<>>(std::min(128, threads - 128 * g)));
+        wg_bar.push_back(std::make_unique<at_emu::barrier>(std::min(128, threads - 128 * g)));
     xchg.assign(threads, 0.0f);
     areg.assign(threads, nullptr);
 }

@@ -19,7 +19,6 @@
 #include <cstddef>
 #include <cstdio>
 #include <setjmp.h>
-#include <thread>
 
 extern "C" {
 #include <cmocka.h>
@@ -216,7 +215,7 @@ static void test_every_instance(void **state)
 static void test_register_a_fragment(void **state)
 {
     (void)state;
-    std::barrier<> bar(128);
+    at_emu::barrier bar(128);
     at_emu::block b;
     b.smem.assign(8192, 0);
     b.bar = &bar;
@@ -230,27 +229,24 @@ static void test_register_a_fragment(void **state)
     }
     const unsigned long long db = (16ull * 128 >> 4) << 16 | (1024ull >> 4) << 32 | 1ull << 62;
     std::vector<float> out(128 * 32);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 128; t++)
-        threads.emplace_back([&, t] {
-            at_emu::tid = t;
-            at_emu::blk = &b;
-            const int lane = t % 32, w = t / 32;
-            unsigned a[4];
-            for (int r = 0; r < 4; r++) {
-                unsigned h[2];
-                for (int half = 0; half < 2; half++) {
-                    const int v = 2 * r + half;
-                    const int row = 16 * w + lane / 4 + 8 * ((v / 2) % 2);
-                    const int k = 8 * (v / 4) + 2 * (lane % 4) + v % 2;
-                    h[half] = at_emu::from_f32((float)(row * 16 + k), 0);
-                }
-                a[r] = h[0] | h[1] << 16;
+    at_emu::run_threads(128, [&](int t) {
+        at_emu::tid = t;
+        at_emu::blk = &b;
+        const int lane = t % 32, w = t / 32;
+        unsigned a[4];
+        for (int r = 0; r < 4; r++) {
+            unsigned h[2];
+            for (int half = 0; half < 2; half++) {
+                const int v = 2 * r + half;
+                const int row = 16 * w + lane / 4 + 8 * ((v / 2) % 2);
+                const int k = 8 * (v / 4) + 2 * (lane % 4) + v % 2;
+                h[half] = at_emu::from_f32((float)(row * 16 + k), 0);
             }
-            at_emu::mma_op m = {&out[t * 32], 0, db, 64, 0, 1, 0, 0, a, {}, 1, 0};
-            at_emu::do_mma(m);
-        });
-    for (std::thread &t : threads) t.join();
+            a[r] = h[0] | h[1] << 16;
+        }
+        at_emu::mma_op m = {&out[t * 32], 0, db, 64, 0, 1, 0, 0, a, {}, 1, 0};
+        at_emu::do_mma(m);
+    });
     int wrong = 0;
     for (int t = 0; t < 128; t++)
         for (int r = 0; r < 32; r++) {

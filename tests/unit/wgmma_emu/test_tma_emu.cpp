@@ -3,9 +3,7 @@
  * fill, for 2 and 3 stages and several tile counts, with copies landing at issue and only when
  * waited for. A wrong parity, a missing expect_tx or a stage refilled before it is consumed
  * gives wrong sums or an emulator error; the model of cuda_tma.h is checked by a GPU run only. */
-#include <barrier>
 #include <cstdio>
-#include <thread>
 
 #define DT 0 /* f16 */
 #include "emu.h"
@@ -40,17 +38,14 @@ template <int KSW, int STAGES> static int run(int rows, int cols, int T)
         at_emu::errors = 0;
         at_emu::block b;
         b.smem.assign(AT_RING_SMEM(KSW, STAGES) + 16, 0xff); /* f16 NaN where nothing landed */
-        std::barrier<> bar(AT_RING_THREADS);
+        at_emu::barrier bar(AT_RING_THREADS);
         b.bar = &bar;
-        std::vector<std::thread> threads;
-        for (int t = 0; t < AT_RING_THREADS; t++)
-            threads.emplace_back([&, t] {
-                at_emu::tid = t;
-                at_emu::blk = &b;
-                AT_DYN_SMEM(smem);
-                at_tma_ring<KSW, STAGES>(smem, &map, out.data(), T);
-            });
-        for (std::thread &t : threads) t.join();
+        at_emu::run_threads(AT_RING_THREADS, [&](int t) {
+            at_emu::tid = t;
+            at_emu::blk = &b;
+            AT_DYN_SMEM(smem);
+            at_tma_ring<KSW, STAGES>(smem, &map, out.data(), T);
+        });
         for (const auto &m : b.mbars)
             if (!m.second.queued.empty() || m.second.tx != 0) {
                 fprintf(stderr, "a barrier left with copies or transaction bytes pending\n");
