@@ -145,7 +145,7 @@ static int check(const at_emu_kernel *kn, const problem &p)
 }
 
 /* Every g_stride-th (instance, problem) pair is run (1: all; `--stride N`). The sanitizer build
- * takes a share: the emulator there is about 3.5 times slower, and what it looks for (memory
+ * takes a share: the emulator there is several times slower, and what it looks for (memory
  * and undefined-behaviour errors of the host code) does not need every pair. With a stride
  * coprime to the 11 problems each problem still meets instances of every kind. */
 static int g_stride = 1;
