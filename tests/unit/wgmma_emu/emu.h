@@ -41,7 +41,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <vector>
 
@@ -94,18 +93,14 @@ struct block {
      * writer; sized like smem by the instance that uses TMA stores */
     std::vector<unsigned char> unfenced;
     /* the shared ranges [first, second) of TMA stores issued and not yet read */
-    std::mutex store_mu;
     std::vector<std::pair<unsigned, unsigned>> store_reads;
-    std::mutex mbar_mu;
     std::map<unsigned, mbar> mbars; /* by shared address */
     /* start addresses of the operands of MMAs issued and not yet performed (MMAs at wait):
      * a TMA write over one of them is a stage refilled while its MMAs may still read it */
-    std::mutex mma_mu;
     std::multiset<unsigned> mma_reads;
     /* the shared bytes [first, second) TMA refilled after a wait on a barrier: what an
      * arrival on that barrier releases (an arrival with MMAs on them pending is early) */
     std::map<unsigned, std::pair<unsigned, unsigned>> guards;
-    std::mutex named_mu;
     std::map<int, std::unique_ptr<barrier>> named; /* bar.sync ID, N (ID > 0) */
     barrier *bar;
     int group[3], groups[3];
@@ -115,7 +110,7 @@ struct block {
     block **cluster = nullptr;
     int nctas = 1, rank = 0;
     barrier *cluster_bar = nullptr;
-    std::atomic<int> remote_epoch{-1};
+    int remote_epoch = -1;
     int exit_epoch = 0;
     /* warp-collective operations, set up by collectives(): one barrier per warp and per
      * warpgroup, a shuffle slot and a published A-register pointer per thread */

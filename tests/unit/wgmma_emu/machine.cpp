@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 
 /* ---- the emulated machine ------------------------------------------------------------------- */
 namespace at_emu
@@ -24,11 +23,8 @@ thread_local std::vector<std::vector<store_op>> bulk_groups;
 thread_local std::vector<store_op> bulk_open;
 thread_local std::vector<unsigned> unfenced_words;
 thread_local int cluster_epoch;
-static std::mutex fail_mu;
-
 void violation(const char *what)
 {
-    std::lock_guard<std::mutex> g(fail_mu);
     if (errors++ >= 5) return;
     if (tid >= 0)
         fprintf(stderr, "emulator: thread %d: %s\n", tid, what);
@@ -142,24 +138,26 @@ struct smem_matrix {
         if (!ok) violation("descriptor: base offset or non-swizzled layout not modelled");
         return ok;
     }
-    float at(int mn, int k) const
+    float element(int mn, int k) const
     {
-        if (!usable()) return NAN;
         unsigned short u;
         memcpy(&u, smem_at(addr(mn, k), 2), 2);
         return to_f32(u, dt);
     }
+    float at(int mn, int k) const { return usable() ? element(mn, k) : NAN; }
     /* elements (mn, 0..15); K-major rows are two 16-byte chunks, which the swizzle moves whole */
     void row(int mn, float out[16]) const
     {
-        if (mn_major || !usable()) {
-            for (int k = 0; k < 16; k++) out[k] = at(mn, k);
-            return;
-        }
-        for (int c = 0; c < 2; c++) {
-            unsigned short u[8];
-            memcpy(u, smem_at(addr(mn, 8 * c), 16), 16);
-            for (int k = 0; k < 8; k++) out[8 * c + k] = to_f32(u[k], dt);
+        if (!usable()) {
+            std::fill(out, out + 16, NAN);
+        } else if (mn_major) {
+            for (int k = 0; k < 16; k++) out[k] = element(mn, k);
+        } else {
+            for (int c = 0; c < 2; c++) {
+                unsigned short u[8];
+                memcpy(u, smem_at(addr(mn, 8 * c), 16), 16);
+                for (int k = 0; k < 8; k++) out[8 * c + k] = to_f32(u[k], dt);
+            }
         }
     }
 };
@@ -183,18 +181,14 @@ static unsigned desc_start(unsigned long long desc) { return (unsigned)(desc & 0
 void mma_queue(mma_op m)
 {
     m.pending = 1;
-    {
-        std::lock_guard<std::mutex> g(blk->mma_mu);
-        if (!m.rs) blk->mma_reads.insert(desc_start(m.da));
-        blk->mma_reads.insert(desc_start(m.db));
-    }
+    if (!m.rs) blk->mma_reads.insert(desc_start(m.da));
+    blk->mma_reads.insert(desc_start(m.db));
     mma_open.push_back(m);
 }
 
 void do_mma(const mma_op &m)
 {
     if (m.pending) {
-        std::lock_guard<std::mutex> g(blk->mma_mu);
         if (!m.rs) blk->mma_reads.erase(blk->mma_reads.find(desc_start(m.da)));
         blk->mma_reads.erase(blk->mma_reads.find(desc_start(m.db)));
     }
@@ -238,7 +232,7 @@ void do_mma(const mma_op &m)
  * mbarrier", "cp.async.bulk.tensor"; the tensor map fields of cuTensorMapEncodeTiled) ---- */
 
 /* The phase completes when no arrival is pending and no transaction byte outstanding; the next
- * one starts expecting `count` arrivals. Called with the block's mbar_mu held. */
+ * one starts expecting `count` arrivals. */
 static void mbar_check(mbar &b)
 {
     note_progress();
@@ -262,7 +256,6 @@ void mbar_init(unsigned bar, unsigned count)
 {
     if (bar & 7) violation("mbarrier: misaligned");
     smem_at(bar, 8); /* in bounds */
-    std::lock_guard<std::mutex> g(blk->mbar_mu);
     blk->mbars[bar] = mbar{(int)count, (int)count, 0, 0, {}};
 }
 
@@ -289,15 +282,11 @@ static void arrive_in(block &in, unsigned bar, unsigned tx_bytes)
 {
     if (tx_bytes == 0) { /* a consumer's release: none of its MMAs may still read the stage */
         std::pair<unsigned, unsigned> r(0, 0);
-        {
-            std::lock_guard<std::mutex> g(in.mbar_mu);
-            auto it = in.guards.find(bar);
-            if (it != in.guards.end()) r = it->second;
-        }
+        auto it = in.guards.find(bar);
+        if (it != in.guards.end()) r = it->second;
         if (r.second > r.first && mma_pending_in(r.first, r.second))
             violation("mbarrier arrival releases a stage that issued MMAs may still read");
     }
-    std::lock_guard<std::mutex> g(in.mbar_mu);
     mbar *b = mbar_find(bar, in);
     if (!b) return;
     if (b->pending <= 0) violation("mbarrier: more arrivals than expected in a phase");
@@ -329,9 +318,7 @@ unsigned mapa(unsigned addr, unsigned rank)
 static void remote_access(block &to)
 {
     if (&to == blk) return;
-    int e = to.remote_epoch.load();
-    while (e < cluster_epoch && !to.remote_epoch.compare_exchange_weak(e, cluster_epoch)) {
-    }
+    to.remote_epoch = std::max(to.remote_epoch, cluster_epoch);
 }
 
 void mbar_arrive_cluster(unsigned bar)
@@ -360,16 +347,12 @@ void cluster_sync()
     cluster_epoch++;
 }
 
-void cluster_exit()
-{
-    std::lock_guard<std::mutex> g(blk->mbar_mu);
-    blk->exit_epoch = cluster_epoch;
-}
+void cluster_exit() { blk->exit_epoch = cluster_epoch; }
 
 /* Run by one thread of each CTA after all of the cluster's threads have left the kernel. */
 void cluster_check(block &b)
 {
-    if (b.remote_epoch.load() >= b.exit_epoch)
+    if (b.remote_epoch >= b.exit_epoch)
         violation("a peer CTA wrote or arrived into this CTA's shared memory after the CTA's "
                   "last cluster barrier (it may have exited: barrier.cluster before exit)");
 }
@@ -407,16 +390,13 @@ void tma_load(tma_op op, unsigned mask)
         violation("tensor map: base or row stride not 16-byte aligned");
     if (mask >> blk->nctas)
         violation("cp.async.bulk.tensor: multicast to a CTA not in the cluster");
-    {
-        std::lock_guard<std::mutex> g(blk->mbar_mu);
-        if (last_wait != ~0u) { /* the barrier the issuer waited on guards what it now refills */
-            auto it = blk->guards.find(last_wait);
-            const unsigned end = op.dst + bytes;
-            if (it == blk->guards.end())
-                blk->guards[last_wait] = {op.dst, end};
-            else
-                it->second = {std::min(it->second.first, op.dst), std::max(it->second.second, end)};
-        }
+    if (last_wait != ~0u) { /* the barrier the issuer waited on guards what it now refills */
+        auto it = blk->guards.find(last_wait);
+        const unsigned end = op.dst + bytes;
+        if (it == blk->guards.end())
+            blk->guards[last_wait] = {op.dst, end};
+        else
+            it->second = {std::min(it->second.first, op.dst), std::max(it->second.second, end)};
     }
     /* the same offsets in each destination CTA: this one, or those of the multicast mask */
     for (int r = 0; r < blk->nctas; r++) {
@@ -425,12 +405,10 @@ void tma_load(tma_op op, unsigned mask)
         op.to = &to;
         remote_access(to);
         if (copy_at_issue) {
-            std::lock_guard<std::mutex> g(to.mma_mu);
             auto it = to.mma_reads.lower_bound(op.dst);
             if (it != to.mma_reads.end() && *it < op.dst + bytes)
                 violation("TMA refills shared memory that issued MMAs may still read");
         }
-        std::lock_guard<std::mutex> g(to.mbar_mu);
         mbar *b = mbar_find(op.bar, to);
         if (!b) continue;
         if (copy_at_issue) {
@@ -447,23 +425,20 @@ void mbar_wait(unsigned bar, unsigned parity)
 {
     last_wait = bar;
     for (;;) {
-        {
-            std::lock_guard<std::mutex> g(blk->mbar_mu);
-            mbar *b = mbar_find(bar);
-            if (!b) return;
-            if ((unsigned)(b->phase & 1) != (parity & 1)) return; /* that phase completed */
-            /* copies late: they land only now, when the phase cannot complete without them (a
-             * phase that completed without counting a copy's bytes does not wait for it) */
-            for (const tma_op &op : b->queued) {
-                tma_perform(op);
-                b->tx -= (long long)op.map.box0 * op.map.box1 * op.map.esize;
-            }
-            if (!b->queued.empty()) {
-                b->queued.clear();
-                mbar_check(*b);
-            }
-            if ((unsigned)(b->phase & 1) != (parity & 1)) return; /* that phase completed */
+        mbar *b = mbar_find(bar);
+        if (!b) return;
+        if ((unsigned)(b->phase & 1) != (parity & 1)) return; /* that phase completed */
+        /* copies late: they land only now, when the phase cannot complete without them (a
+         * phase that completed without counting a copy's bytes does not wait for it) */
+        for (const tma_op &op : b->queued) {
+            tma_perform(op);
+            b->tx -= (long long)op.map.box0 * op.map.box1 * op.map.esize;
         }
+        if (!b->queued.empty()) {
+            b->queued.clear();
+            mbar_check(*b);
+        }
+        if ((unsigned)(b->phase & 1) != (parity & 1)) return; /* that phase completed */
         yield(); /* a phase nobody completes is a deadlock: run_threads reports it */
     }
 }
@@ -474,15 +449,12 @@ void mbar_wait(unsigned bar, unsigned parity)
 void st_shared(unsigned dst, const void *src, unsigned bytes)
 {
     if (dst % bytes) violation("st.shared: misaligned");
-    {
-        std::lock_guard<std::mutex> g(blk->store_mu);
-        for (const auto &r : blk->store_reads)
-            if (dst < r.second && dst + bytes > r.first) {
-                violation("st.shared over the source of a TMA store that has not read it "
-                          "(no cp.async.bulk.wait_group.read, or no barrier after it)");
-                break;
-            }
-    }
+    for (const auto &r : blk->store_reads)
+        if (dst < r.second && dst + bytes > r.first) {
+            violation("st.shared over the source of a TMA store that has not read it "
+                      "(no cp.async.bulk.wait_group.read, or no barrier after it)");
+            break;
+        }
     memcpy(smem_at(dst, bytes), src, bytes);
     if (blk->unfenced.size() >= (size_t)dst + bytes) {
         for (unsigned b = 0; b < bytes; b++) blk->unfenced[dst + b] = 1;
@@ -515,7 +487,6 @@ static void store_read(store_op &op)
             memcpy(&op.data[o], smem_at(addr, (unsigned)m.esize), (size_t)m.esize);
         }
     op.read = true;
-    std::lock_guard<std::mutex> g(blk->store_mu);
     auto it = std::find(blk->store_reads.begin(), blk->store_reads.end(),
                         std::make_pair(op.src, op.src + store_bytes(m)));
     if (it != blk->store_reads.end()) blk->store_reads.erase(it);
@@ -558,7 +529,6 @@ void tma_store(const store_op &op0)
         store_write(op);
         op.data.clear();
     } else {
-        std::lock_guard<std::mutex> g(blk->store_mu);
         blk->store_reads.push_back({op.src, op.src + bytes});
     }
     bulk_open.push_back(std::move(op));
@@ -578,14 +548,9 @@ void bulk_wait(int n, bool read_only)
 /* bar.sync id, n: the barrier is made for n threads the first time it is met. */
 void bar_sync(int id, int n)
 {
-    at_emu::barrier *b;
-    {
-        std::lock_guard<std::mutex> g(blk->named_mu);
-        auto &slot = blk->named[id];
-        if (!slot) slot = std::make_unique<at_emu::barrier>(n);
-        b = slot.get();
-    }
-    b->arrive_and_wait();
+    auto &slot = blk->named[id];
+    if (!slot) slot = std::make_unique<barrier>(n);
+    slot->arrive_and_wait();
 }
 
 /* shfl.sync.bfly: every lane of the warp calls it; lane l gets the value of lane l ^ mask. */
