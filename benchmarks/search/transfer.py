@@ -13,7 +13,7 @@ evaluations until the best is within 5 % and 1 % of the target's optimum. See RE
 Environment: BUILD (folder with autotune, default build), SHARED_SPACES (default
 ../shared/spaces beside the repository), HUB_SPACES (a folder of the FAIR Benchmark Hub files
 that benchmarks/spaces/hub/fetch.sh fetches; with it, their held-out pairs run too)."""
-import gzip, json, os, statistics, subprocess, sys
+import gzip, json, os, random, statistics, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -154,17 +154,29 @@ def fmt(x, cap):
     return f">{cap}" if x > cap else (f"{x:g}")
 
 
+def ratio_interval(on, off, cap, rng, resamples=1000):
+    """A 95 % bootstrap interval of the ratio of medians (on / off, evaluations to 5 %), the runs
+    of each side resampled on their own: with a warm start a seed's random stream goes another
+    way, so no seed pairs an `on` run with an `off` one. Fixed generator: reproducible."""
+    a = [x if x is not None else cap + 1 for x in (to_within(j, 0.05) for j in on)]
+    b = [x if x is not None else cap + 1 for x in (to_within(j, 0.05) for j in off)]
+    r = sorted(statistics.median(rng.choices(a, k=len(a))) /
+               statistics.median(rng.choices(b, k=len(b))) for _ in range(resamples))
+    return r[int(0.025 * resamples)], r[int(0.975 * resamples) - 1]
+
+
 def summary(outdir):
     runs = {}
     for line in gzip.open(os.path.join(outdir, "runs.jsonl.gz"), "rt"):
         j = json.loads(line)
         runs.setdefault((j["pair_kind"], j["target"], j["source"]), {}).setdefault(
             j["mode"], []).append(j)
-    ratios = {}
-    print("| pair | target ← source | seeds | 5 %: off → on (ratio) | 1 %: off → on (ratio) |"
+    ratios, sure, rng = {}, {}, random.Random(0)
+    print("| pair | target ← source | seeds | 5 %: off → on (ratio) | 95 % interval |"
+          " 1 %: off → on (ratio) |"
           " source weight (median) | first picks from source | probe picks (median) |"
           " not within 1 % (off/on) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     order = {"same": 0, "held-out": 1, "mismatched": 2}
     for (kind, t, s), m in sorted(runs.items(), key=lambda kv: (order[kv[0][0]], kv[0][1:])):
         on, off = m.get("on", []), m.get("off", [])
@@ -174,6 +186,7 @@ def summary(outdir):
             a = med([to_within(j, frac) for j in off], cap)
             b = med([to_within(j, frac) for j in on], cap)
             cells.append(f"{fmt(a, cap)} → {fmt(b, cap)} ({b / a:.2f})")
+        lo, hi = ratio_interval(on, off, cap, rng)
         src = [j["transfer"]["sources"][0] for j in on]
         used = [x for x in src if x["used"]]
         w = f"{statistics.median(x['weight'] for x in used):.2f}" if used else \
@@ -182,7 +195,8 @@ def summary(outdir):
         pp = [j["transfer"]["probe_picks"] for j in on if "probe_picks" in j["transfer"]]
         pp = f"{statistics.median(pp):g}" if pp else "–"  # runs before 0.2.0 did not count it
         miss = (sum(to_within(j, 0.01) is None for j in off), sum(to_within(j, 0.01) is None for j in on))
-        print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {cells[1]} | {w} | {fp:g} |"
+        print(f"| {kind} | {t} ← {s} | {len(on)} | {cells[0]} | {lo:.2f}-{hi:.2f} | {cells[1]} |"
+              f" {w} | {fp:g} |"
               f" {pp} | {miss[0]}/{miss[1]} |")
         if kind != "mismatched":
             group = ("held-out " if kind == "held-out" else "") + (
@@ -191,11 +205,15 @@ def summary(outdir):
                 group = "PoCL (Xeon)"
             ratios.setdefault(group, []).append(med([to_within(j, 0.05) for j in on], cap) /
                                                 med([to_within(j, 0.05) for j in off], cap))
+            sure.setdefault(group, []).append((lo, hi))
     print()
     for k, r in sorted(ratios.items()):
         print(f"{k} same-kernel pairs: median ratio (on / off, evaluations to 5 %) "
               f"{statistics.median(r):.2f}; halved or better on {sum(x <= 0.5 for x in r)} of "
-              f"{len(r)}; worse on {sum(x > 1 for x in r)}")
+              f"{len(r)}; worse on {sum(x > 1 for x in r)}; by the 95 % intervals, clearly "
+              f"halved on {sum(h <= 0.5 for _, h in sure[k])}, clearly better on "
+              f"{sum(h < 1 for _, h in sure[k])}, clearly worse on {sum(l > 1 for l, _ in sure[k])}, "
+              f"clearly worse by more than 10 % on {sum(l > 1.1 for l, _ in sure[k])}")
 
 
 if __name__ == "__main__":
