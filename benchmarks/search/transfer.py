@@ -144,22 +144,24 @@ def run(outdir, seeds, jobs, targets="", kind=""):
                 out.write(json.dumps(json.load(open(os.path.join(raw, f))), sort_keys=True) + "\n")
 
 
-def med(xs, cap):
-    """Median with runs that never got there counted as past the budget (cap + 1)."""
-    v = sorted(x if x is not None else cap + 1 for x in xs)
-    return statistics.median(v) if v else float("nan")
+def evals(runs, frac, cap):
+    """Each run's evaluations to within frac, a run that never got there counted as past the
+    budget (cap + 1)."""
+    return [x if x is not None else cap + 1 for x in (to_within(j, frac) for j in runs)]
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
 
 
 def fmt(x, cap):
     return f">{cap}" if x > cap else (f"{x:g}")
 
 
-def ratio_interval(on, off, cap, rng, resamples=1000):
-    """A 95 % bootstrap interval of the ratio of medians (on / off, evaluations to 5 %), the runs
-    of each side resampled on their own: with a warm start a seed's random stream goes another
-    way, so no seed pairs an `on` run with an `off` one. Fixed generator: reproducible."""
-    a = [x if x is not None else cap + 1 for x in (to_within(j, 0.05) for j in on)]
-    b = [x if x is not None else cap + 1 for x in (to_within(j, 0.05) for j in off)]
+def ratio_interval(a, b, rng, resamples=1000):
+    """A 95 % bootstrap interval of the ratio of medians (a / b: the `on` and `off` runs'
+    evaluations), each side resampled on its own: with a warm start a seed's random stream goes
+    another way, so no seed pairs an `on` run with an `off` one. Fixed generator: reproducible."""
     r = sorted(statistics.median(rng.choices(a, k=len(a))) /
                statistics.median(rng.choices(b, k=len(b))) for _ in range(resamples))
     return r[int(0.025 * resamples)], r[int(0.975 * resamples) - 1]
@@ -181,12 +183,12 @@ def summary(outdir):
     for (kind, t, s), m in sorted(runs.items(), key=lambda kv: (order[kv[0][0]], kv[0][1:])):
         on, off = m.get("on", []), m.get("off", [])
         cap = budget(t)
-        cells = []
+        cells, ratio = [], []  # to 5 % and to 1 %
         for frac in (0.05, 0.01):
-            a = med([to_within(j, frac) for j in off], cap)
-            b = med([to_within(j, frac) for j in on], cap)
+            a, b = med(evals(off, frac, cap)), med(evals(on, frac, cap))
             cells.append(f"{fmt(a, cap)} → {fmt(b, cap)} ({b / a:.2f})")
-        lo, hi = ratio_interval(on, off, cap, rng)
+            ratio.append(b / a)
+        lo, hi = ratio_interval(evals(on, 0.05, cap), evals(off, 0.05, cap), rng)
         src = [j["transfer"]["sources"][0] for j in on]
         used = [x for x in src if x["used"]]
         w = f"{statistics.median(x['weight'] for x in used):.2f}" if used else \
@@ -203,8 +205,7 @@ def summary(outdir):
                 "PoCL" if t.startswith("pocl-") else "GPU")
             if kind == "same" and t.startswith("pocl-xeon"):
                 group = "PoCL (Xeon)"
-            ratios.setdefault(group, []).append(med([to_within(j, 0.05) for j in on], cap) /
-                                                med([to_within(j, 0.05) for j in off], cap))
+            ratios.setdefault(group, []).append(ratio[0])
             sure.setdefault(group, []).append((lo, hi))
     print()
     for k, r in sorted(ratios.items()):
